@@ -1,0 +1,545 @@
+//! Reading and writing trajectory records as JSONL and Parquet.
+//!
+//! * Readers detect the format from content (`PAR1` magic), for files and
+//!   stdin alike, and stream: JSONL is parsed in batches of the lines already
+//!   buffered (so a pipe delivers each record as soon as it is written, while
+//!   a file is parsed in parallel chunks); Parquet is read one row group batch
+//!   at a time. Each item carries its position (line or row) so errors can
+//!   name it, and a bad line is kept verbatim for a rejects file.
+//! * Writers stream too: JSONL writes each record as it comes; Parquet
+//!   buffers one row group. File outputs are atomic ([`AtomicFile`]).
+use crate::record::{FieldError, Record};
+use crate::schema;
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use rayon::prelude::*;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// On-disk / on-pipe format of a record stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Jsonl,
+    Parquet,
+}
+
+impl Format {
+    /// The format a path's extension implies (`.parquet`/`.pq` → Parquet, else JSONL).
+    pub fn from_path(p: &Path) -> Format {
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("parquet") | Some("pq") => Format::Parquet,
+            _ => Format::Jsonl,
+        }
+    }
+}
+
+pub const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
+
+/// Where a record came from: a source name and a 1-based line (JSONL) or 0-based row (Parquet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pos {
+    pub source: std::sync::Arc<str>,
+    pub index: u64,
+    pub is_row: bool,
+}
+
+impl std::fmt::Display for Pos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_row {
+            write!(f, "`{}`: row {}", self.source, self.index)
+        } else {
+            write!(f, "`{}:{}`", self.source, self.index)
+        }
+    }
+}
+
+/// A record that could not be read: where, why, and the original bytes (JSONL)
+/// or the row as JSON (Parquet), for a rejects file.
+#[derive(Debug, Clone)]
+pub struct BadRecord {
+    pub pos: Pos,
+    pub error: FieldError,
+    pub raw: Vec<u8>,
+}
+
+impl std::fmt::Display for BadRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.pos, self.error)
+    }
+}
+
+impl std::error::Error for BadRecord {}
+
+/// One item of a record stream.
+pub type Item = std::result::Result<(Pos, Record), BadRecord>;
+
+/// A source of records in either format.
+pub struct RecordReader {
+    inner: Inner,
+    source: std::sync::Arc<str>,
+    pending: std::collections::VecDeque<Item>,
+}
+
+enum Inner {
+    Jsonl { rd: BufReader<Box<dyn Read + Send>>, line: u64, done: bool },
+    Parquet { rd: parquet::arrow::arrow_reader::ParquetRecordBatchReader, row: u64 },
+}
+
+/// Lines parsed per batch at most; larger batches are parsed in parallel.
+const JSONL_BATCH_LINES: usize = 1024;
+const PARALLEL_MIN_BYTES: usize = 256 * 1024;
+const PARQUET_BATCH_ROWS: usize = 1024;
+
+impl RecordReader {
+    /// Opens a path, or stdin for `-`.
+    pub fn open(path: &Path) -> Result<RecordReader> {
+        if path == Path::new("-") {
+            return RecordReader::from_reader(Box::new(io::stdin()), "<stdin>");
+        }
+        let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+        RecordReader::from_reader(Box::new(f), &path.display().to_string())
+    }
+
+    /// Reads from any byte stream, detecting the format from its first bytes.
+    pub fn from_reader(rd: Box<dyn Read + Send>, source: &str) -> Result<RecordReader> {
+        let mut br = BufReader::with_capacity(1 << 20, rd);
+        let head = loop {
+            match br.fill_buf() {
+                Ok(b) => break b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).with_context(|| format!("cannot read `{source}`")),
+            }
+        };
+        let is_parquet = head.len() >= 4 && &head[..4] == PARQUET_MAGIC;
+        let source: std::sync::Arc<str> = source.into();
+        if !is_parquet {
+            return Ok(RecordReader {
+                inner: Inner::Jsonl { rd: br, line: 0, done: false },
+                source,
+                pending: Default::default(),
+            });
+        }
+        // Parquet needs random access to its footer: read the stream into memory.
+        let mut buf = Vec::new();
+        br.read_to_end(&mut buf).with_context(|| format!("cannot read `{source}`"))?;
+        let bytes = Bytes::from(buf);
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .with_context(|| format!("`{source}`: not a readable Parquet file"))?;
+        let rd = builder
+            .with_batch_size(PARQUET_BATCH_ROWS)
+            .build()
+            .with_context(|| format!("`{source}`: cannot read Parquet"))?;
+        Ok(RecordReader { inner: Inner::Parquet { rd, row: 0 }, source, pending: Default::default() })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn format(&self) -> Format {
+        match self.inner {
+            Inner::Jsonl { .. } => Format::Jsonl,
+            Inner::Parquet { .. } => Format::Parquet,
+        }
+    }
+
+    /// The next batch of items (already-available input only, so pipes stream).
+    /// `Ok(None)` at the end; `Err` for an I/O failure, which ends the stream.
+    pub fn next_batch(&mut self) -> Result<Option<Vec<Item>>> {
+        if !self.pending.is_empty() {
+            return Ok(Some(self.pending.drain(..).collect()));
+        }
+        match &mut self.inner {
+            Inner::Jsonl { rd, line, done } => {
+                if *done {
+                    return Ok(None);
+                }
+                let mut lines: Vec<(u64, Vec<u8>)> = Vec::new();
+                let mut bytes = 0usize;
+                loop {
+                    let mut buf = Vec::new();
+                    let n = rd
+                        .read_until(b'\n', &mut buf)
+                        .with_context(|| format!("cannot read `{}`", self.source))?;
+                    if n == 0 {
+                        *done = true;
+                        break;
+                    }
+                    *line += 1;
+                    bytes += n;
+                    if buf.iter().all(|b| b.is_ascii_whitespace()) {
+                        // Blank lines are not records.
+                    } else {
+                        if buf.last() == Some(&b'\n') {
+                            buf.pop();
+                            if buf.last() == Some(&b'\r') {
+                                buf.pop();
+                            }
+                        }
+                        lines.push((*line, buf));
+                    }
+                    if lines.len() >= JSONL_BATCH_LINES {
+                        break;
+                    }
+                    // Stop when no complete line is buffered: never block a pipe for more.
+                    if memchr::memchr(b'\n', rd.buffer()).is_none() {
+                        break;
+                    }
+                }
+                if lines.is_empty() {
+                    return if *done { Ok(None) } else { Ok(Some(Vec::new())) };
+                }
+                let source = self.source.clone();
+                let parse = |(ln, raw): (u64, Vec<u8>)| -> Item {
+                    let pos = Pos { source: source.clone(), index: ln, is_row: false };
+                    match Record::from_json_slice(&raw) {
+                        Ok(r) => Ok((pos, r)),
+                        Err(error) => Err(BadRecord { pos, error, raw }),
+                    }
+                };
+                let items: Vec<Item> = if bytes >= PARALLEL_MIN_BYTES && lines.len() > 1 {
+                    lines.into_par_iter().map(parse).collect()
+                } else {
+                    lines.into_iter().map(parse).collect()
+                };
+                Ok(Some(items))
+            }
+            Inner::Parquet { rd, row } => {
+                let Some(batch) = rd.next() else { return Ok(None) };
+                let batch = batch.with_context(|| format!("`{}`: corrupt Parquet data near row {}", self.source, row))?;
+                let start = *row;
+                *row += batch.num_rows() as u64;
+                let rows = schema::from_batch(&batch).map_err(|e| anyhow::anyhow!("`{}`: {e}", self.source))?;
+                let source = self.source.clone();
+                Ok(Some(
+                    rows.into_iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            let pos = Pos { source: source.clone(), index: start + i as u64, is_row: true };
+                            match r {
+                                Ok(r) => Ok((pos, r)),
+                                Err(error) => {
+                                    let raw = row_json(&batch, i);
+                                    Err(BadRecord { pos, error, raw })
+                                }
+                            }
+                        })
+                        .collect(),
+                ))
+            }
+        }
+    }
+}
+
+/// A Parquet row rendered as a JSON object (for the rejects file).
+fn row_json(batch: &arrow::record_batch::RecordBatch, row: usize) -> Vec<u8> {
+    let mut m = serde_json::Map::new();
+    for (i, f) in batch.schema().fields().iter().enumerate() {
+        m.insert(f.name().clone(), schema::array_value_to_json(batch.column(i), row));
+    }
+    serde_json::to_vec(&serde_json::Value::Object(m)).unwrap_or_default()
+}
+
+impl Iterator for RecordReader {
+    type Item = Result<Item>;
+    fn next(&mut self) -> Option<Result<Item>> {
+        loop {
+            if let Some(it) = self.pending.pop_front() {
+                return Some(Ok(it));
+            }
+            match self.next_batch() {
+                Ok(Some(b)) => self.pending.extend(b),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// A sink of records: JSONL streamed record by record, or Parquet by row group.
+pub struct RecordWriter {
+    kind: WriterKind,
+    count: u64,
+}
+
+enum WriterKind {
+    Jsonl { out: Box<dyn Sink>, buf: Vec<u8>, flush_each: bool },
+    Parquet { w: ArrowWriter<Box<dyn Sink>>, rows: Vec<Record> },
+}
+
+/// A byte destination that can be finalised: stdout is flushed, an
+/// [`AtomicFile`] is fsynced and renamed into place.
+pub trait Sink: Write + Send {
+    fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// Standard output, buffered; the tool flushes it after each batch so records stream.
+pub struct StdoutSink(BufWriter<io::Stdout>);
+
+impl StdoutSink {
+    pub fn new() -> StdoutSink {
+        StdoutSink(BufWriter::with_capacity(1 << 16, io::stdout()))
+    }
+}
+
+impl Default for StdoutSink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Write for StdoutSink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl Sink for StdoutSink {
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        self.0.flush()?;
+        Ok(())
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn commit(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Rows per Parquet row group (and per Arrow batch written).
+pub const PARQUET_ROW_GROUP: usize = 4096;
+
+impl RecordWriter {
+    /// Wraps a byte stream. `flush_each` flushes after every record (for pipes,
+    /// so the next stage sees records as they are produced).
+    pub fn new(out: Box<dyn Sink>, format: Format, flush_each: bool) -> Result<RecordWriter> {
+        let kind = match format {
+            Format::Jsonl => WriterKind::Jsonl { out, buf: Vec::with_capacity(1 << 16), flush_each },
+            Format::Parquet => {
+                let props = WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
+                    .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP))
+                    .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
+                        schema::SCHEMA_VERSION_KEY.to_string(),
+                        schema::SCHEMA_VERSION.to_string(),
+                    )]))
+                    .build();
+                let w = ArrowWriter::try_new(out, schema::schema(), Some(props)).context("creating Parquet writer")?;
+                WriterKind::Parquet { w, rows: Vec::with_capacity(PARQUET_ROW_GROUP) }
+            }
+        };
+        Ok(RecordWriter { kind, count: 0 })
+    }
+
+    pub fn write(&mut self, r: &Record) -> Result<()> {
+        self.count += 1;
+        match &mut self.kind {
+            WriterKind::Jsonl { out, buf, flush_each } => {
+                buf.clear();
+                r.to_json_vec(buf);
+                buf.push(b'\n');
+                out.write_all(buf)?;
+                if *flush_each {
+                    out.flush()?;
+                }
+            }
+            WriterKind::Parquet { w, rows } => {
+                rows.push(r.clone());
+                if rows.len() >= PARQUET_ROW_GROUP {
+                    let batch = schema::to_batch(rows);
+                    rows.clear();
+                    w.write(&batch)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes an owned record (avoids a clone for Parquet).
+    pub fn write_owned(&mut self, r: Record) -> Result<()> {
+        match &mut self.kind {
+            WriterKind::Parquet { w, rows } => {
+                self.count += 1;
+                rows.push(r);
+                if rows.len() >= PARQUET_ROW_GROUP {
+                    let batch = schema::to_batch(rows);
+                    rows.clear();
+                    w.write(&batch)?;
+                }
+                Ok(())
+            }
+            _ => self.write(&r),
+        }
+    }
+
+    /// Writes many records; Parquet batches are converted in parallel.
+    pub fn write_all(&mut self, recs: Vec<Record>) -> Result<()> {
+        match &mut self.kind {
+            WriterKind::Jsonl { out, flush_each, .. } if recs.len() > 64 => {
+                self.count += recs.len() as u64;
+                let chunks: Vec<Vec<u8>> = recs
+                    .par_chunks(256)
+                    .map(|c| {
+                        let mut b = Vec::with_capacity(c.len() * 1024);
+                        for r in c {
+                            r.to_json_vec(&mut b);
+                            b.push(b'\n');
+                        }
+                        b
+                    })
+                    .collect();
+                for c in chunks {
+                    out.write_all(&c)?;
+                }
+                if *flush_each {
+                    out.flush()?;
+                }
+                Ok(())
+            }
+            WriterKind::Parquet { w, rows } => {
+                self.count += recs.len() as u64;
+                rows.extend(recs);
+                if rows.len() >= PARQUET_ROW_GROUP {
+                    let full = rows.len() / PARQUET_ROW_GROUP * PARQUET_ROW_GROUP;
+                    let batches: Vec<_> = rows[..full].par_chunks(PARQUET_ROW_GROUP).map(schema::to_batch).collect();
+                    rows.drain(..full);
+                    for b in batches {
+                        w.write(&b)?;
+                    }
+                }
+                Ok(())
+            }
+            _ => {
+                for r in recs {
+                    self.write_owned(r)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    pub fn flush(&mut self) -> Result<()> {
+        match &mut self.kind {
+            WriterKind::Jsonl { out, .. } => out.flush()?,
+            WriterKind::Parquet { .. } => {}
+        }
+        Ok(())
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Flushes everything, writes the Parquet footer, and commits the sink
+    /// (for a file: the whole file appears under its name only now).
+    pub fn finish(self) -> Result<()> {
+        let out = match self.kind {
+            WriterKind::Jsonl { out, .. } => out,
+            WriterKind::Parquet { mut w, rows } => {
+                if !rows.is_empty() {
+                    w.write(&schema::to_batch(&rows))?;
+                }
+                w.into_inner()?
+            }
+        };
+        out.commit()
+    }
+}
+
+/// A file that appears whole or not at all: written under a temporary name in
+/// the same directory, then fsynced and renamed over the target on commit.
+/// Dropped without commit (an error, a panic), it removes the temporary.
+pub struct AtomicFile {
+    tmp: PathBuf,
+    dest: PathBuf,
+    file: BufWriter<File>,
+    committed: bool,
+}
+
+impl AtomicFile {
+    pub fn create(dest: &Path) -> Result<AtomicFile> {
+        let dir = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = dest.file_name().with_context(|| format!("`{}` is not a file path", dest.display()))?;
+        let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
+        let f = File::create(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
+        Ok(AtomicFile { tmp, dest: dest.to_path_buf(), file: BufWriter::with_capacity(1 << 20, f), committed: false })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dest
+    }
+
+    /// Flushes, fsyncs and renames the file into place (and fsyncs the directory).
+    pub fn finish(mut self) -> Result<()> {
+        let ctx = || format!("cannot write `{}`", self.dest.display());
+        self.file.flush().with_context(ctx)?;
+        self.file.get_ref().sync_all().with_context(ctx)?;
+        std::fs::rename(&self.tmp, &self.dest)
+            .with_context(|| format!("cannot rename `{}` to `{}`", self.tmp.display(), self.dest.display()))?;
+        self.committed = true;
+        if let Some(dir) = self.dest.parent() {
+            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Sink for AtomicFile {
+    fn commit(self: Box<Self>) -> Result<()> {
+        (*self).finish()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Reads every record of a file (tests and small inputs); stops at the first bad one.
+pub fn read_all(path: &Path) -> Result<Vec<Record>> {
+    let mut out = Vec::new();
+    for it in RecordReader::open(path)? {
+        match it? {
+            Ok((_, r)) => out.push(r),
+            Err(bad) => bail!("{bad}"),
+        }
+    }
+    Ok(out)
+}
+
+/// Writes records to a path atomically, in the format its extension implies.
+pub fn write_all(path: &Path, recs: &[Record]) -> Result<()> {
+    let f = AtomicFile::create(path)?;
+    let mut w = RecordWriter::new(Box::new(f), Format::from_path(path), false)?;
+    for r in recs {
+        w.write(r)?;
+    }
+    w.finish()
+}

@@ -1,0 +1,16 @@
+//! arl: agent reinforcement learning for LLMs as composable Unix tools.
+//!
+//! The binaries in `bin/` are thin mains; the work lives here. See
+//! `src/README.md` for what each module is for.
+pub mod cli;
+pub mod cmd;
+pub mod dataset;
+pub mod docs;
+pub mod io;
+pub mod record;
+pub mod rng;
+pub mod schema;
+pub mod tokenizer;
+pub mod stats;
+
+pub use record::{Record, Status};

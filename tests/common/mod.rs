@@ -1,0 +1,100 @@
+//! Helpers for integration tests: run the real binaries in a temporary
+//! directory and look at what they did.
+#![allow(dead_code)]
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Path of a binary of this package (built by cargo before integration tests).
+pub fn exe(name: &str) -> PathBuf {
+    let mut p = std::env::current_exe().expect("test exe");
+    p.pop(); // deps/
+    if p.ends_with("deps") {
+        p.pop();
+    }
+    let bin = p.join(name);
+    assert!(bin.exists(), "binary {} not built", bin.display());
+    bin
+}
+
+/// The outcome of one run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    #[track_caller]
+    pub fn ok(self) -> Run {
+        assert_eq!(self.code, 0, "exit {} stderr:\n{}", self.code, self.stderr);
+        self
+    }
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: o.stdout,
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// Runs `bin args…` in `dir` with `stdin`, and waits.
+pub fn run_in(dir: &Path, bin: &str, args: &[&str], stdin: &[u8]) -> Run {
+    let mut child = Command::new(exe(bin))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut sin = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = sin.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    let _ = writer.join();
+    out.into()
+}
+
+/// Runs in the current directory.
+pub fn run(bin: &str, args: &[&str], stdin: &[u8]) -> Run {
+    run_in(Path::new("."), bin, args, stdin)
+}
+
+/// A fresh temporary directory, removed on drop.
+pub fn tmpdir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("arl-test-").tempdir().expect("tempdir")
+}
+
+/// The Python interpreter of the project's virtualenv (torch, pyarrow,
+/// transformers…), from `ARL_PYTHON` (set by the Makefile), if present.
+pub fn python() -> Option<PathBuf> {
+    let p = PathBuf::from(std::env::var_os("ARL_PYTHON")?);
+    p.exists().then_some(p)
+}
+
+/// Like [`python`], but a test that needs it fails with a clear message when
+/// the virtualenv is missing: tests run through `make test`, which makes it.
+pub fn require_python() -> PathBuf {
+    python().expect("ARL_PYTHON is not set or missing: run the tests with `make test`")
+}
+
+/// Lines of JSONL output parsed as JSON values.
+pub fn jsonl(bytes: &[u8]) -> Vec<serde_json::Value> {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("valid JSON line"))
+        .collect()
+}
