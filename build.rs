@@ -20,7 +20,8 @@ fn main() {
     let lib = Path::new(&lib);
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     if lib.join("libtorch_cuda.so").exists() {
-        for bin in ["arl-train", "arl-serve"] {
+        // Only for binaries that exist: cargo rejects flags for unknown targets.
+        for bin in ["arl-train", "arl-serve"].into_iter().filter(|b| Path::new(&format!("bin/{b}.rs")).exists()) {
             println!("cargo:rustc-link-arg-bin={bin}=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         }
         println!("cargo:rustc-link-arg-tests=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
