@@ -357,7 +357,15 @@ fn opt<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
     field: &str,
     kind: FieldKind,
 ) -> Result<Option<T>, A::Error> {
-    map.next_value::<Option<T>>().map_err(|e| field_err(field, kind, e))
+    map.next_value::<Option<T>>().map_err(|e| {
+        // Syntax errors and EOF are about the line, not the field: keep them as they are.
+        let s = e.to_string();
+        if s.starts_with("invalid ") || s.starts_with("mask value") {
+            field_err(field, kind, s)
+        } else {
+            e
+        }
+    })
 }
 
 /// A loss mask accepts integers 0/1 and booleans.
