@@ -87,7 +87,8 @@ pub struct RecordReader {
 
 enum Inner {
     Jsonl { rd: BufReader<Box<dyn Read + Send>>, line: u64, done: bool },
-    Parquet { rd: parquet::arrow::arrow_reader::ParquetRecordBatchReader, row: u64 },
+    /// Row groups are decoded a few at a time, in parallel, in file order.
+    Parquet { bytes: Bytes, row_groups: Vec<(usize, u64)>, next: usize },
 }
 
 /// Lines parsed per batch at most; larger batches are parsed in parallel.
@@ -128,13 +129,16 @@ impl RecordReader {
         let mut buf = Vec::new();
         br.read_to_end(&mut buf).with_context(|| format!("cannot read `{source}`"))?;
         let bytes = Bytes::from(buf);
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
             .with_context(|| format!("`{source}`: not a readable Parquet file"))?;
-        let rd = builder
-            .with_batch_size(PARQUET_BATCH_ROWS)
-            .build()
-            .with_context(|| format!("`{source}`: cannot read Parquet"))?;
-        Ok(RecordReader { inner: Inner::Parquet { rd, row: 0 }, source, pending: Default::default() })
+        // (row group index, first row) for each row group.
+        let mut row_groups = Vec::new();
+        let mut first = 0u64;
+        for (i, rg) in builder.metadata().row_groups().iter().enumerate() {
+            row_groups.push((i, first));
+            first += rg.num_rows() as u64;
+        }
+        Ok(RecordReader { inner: Inner::Parquet { bytes, row_groups, next: 0 }, source, pending: Default::default() })
     }
 
     pub fn source(&self) -> &str {
@@ -209,31 +213,46 @@ impl RecordReader {
                 };
                 Ok(Some(items))
             }
-            Inner::Parquet { rd, row } => {
-                let Some(batch) = rd.next() else { return Ok(None) };
-                let batch = batch.with_context(|| format!("`{}`: corrupt Parquet data near row {}", self.source, row))?;
-                let start = *row;
-                *row += batch.num_rows() as u64;
-                let rows = schema::from_batch(&batch).map_err(|e| anyhow::anyhow!("`{}`: {e}", self.source))?;
+            Inner::Parquet { bytes, row_groups, next } => {
+                if *next >= row_groups.len() {
+                    return Ok(None);
+                }
+                let take = rayon::current_num_threads().clamp(1, 4).min(row_groups.len() - *next);
+                let todo = &row_groups[*next..*next + take];
+                *next += take;
                 let source = self.source.clone();
-                Ok(Some(
-                    rows.into_iter()
-                        .enumerate()
-                        .map(|(i, r)| {
-                            let pos = Pos { source: source.clone(), index: start + i as u64, is_row: true };
-                            match r {
-                                Ok(r) => Ok((pos, r)),
-                                Err(error) => {
-                                    let raw = row_json(&batch, i);
-                                    Err(BadRecord { pos, error, raw })
-                                }
-                            }
-                        })
-                        .collect(),
-                ))
+                let parts: Vec<Result<Vec<Item>>> =
+                    todo.par_iter().map(|&(rg, first)| read_row_group(bytes, rg, first, &source)).collect();
+                let mut items = Vec::new();
+                for p in parts {
+                    items.extend(p?);
+                }
+                Ok(Some(items))
             }
         }
     }
+}
+
+/// Decodes one row group into items (rows numbered from `first`).
+fn read_row_group(bytes: &Bytes, rg: usize, first: u64, source: &std::sync::Arc<str>) -> Result<Vec<Item>> {
+    let rd = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+        .and_then(|b| b.with_row_groups(vec![rg]).with_batch_size(PARQUET_BATCH_ROWS).build())
+        .with_context(|| format!("`{source}`: cannot read Parquet row group {rg}"))?;
+    let mut row = first;
+    let mut items = Vec::new();
+    for batch in rd {
+        let batch = batch.with_context(|| format!("`{source}`: corrupt Parquet data near row {row}"))?;
+        let rows = schema::from_batch(&batch).map_err(|e| anyhow::anyhow!("`{source}`: {e}"))?;
+        for (i, r) in rows.into_iter().enumerate() {
+            let pos = Pos { source: source.clone(), index: row + i as u64, is_row: true };
+            items.push(match r {
+                Ok(r) => Ok((pos, r)),
+                Err(error) => Err(BadRecord { pos, error, raw: row_json(&batch, i) }),
+            });
+        }
+        row += batch.num_rows() as u64;
+    }
+    Ok(items)
 }
 
 /// A Parquet row rendered as a JSON object (for the rejects file).
@@ -325,14 +344,28 @@ impl RecordWriter {
         let kind = match format {
             Format::Jsonl => WriterKind::Jsonl { out, buf: Vec::with_capacity(1 << 16), flush_each },
             Format::Parquet => {
-                let props = WriterProperties::builder()
+                let mut props = WriterProperties::builder()
                     .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
+                    // Page-level statistics of per-token columns cost time and help no reader.
+                    .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
                     .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP))
                     .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
                         schema::SCHEMA_VERSION_KEY.to_string(),
                         schema::SCHEMA_VERSION.to_string(),
-                    )]))
-                    .build();
+                    )]));
+                // Per-token numbers are high-cardinality: a dictionary attempt is wasted work.
+                for (name, kind) in crate::record::FIELDS {
+                    use crate::record::FieldKind as K;
+                    if matches!(kind, K::ListU32 | K::ListF32) {
+                        let path = parquet::schema::types::ColumnPath::from(vec![
+                            name.to_string(),
+                            "list".to_string(),
+                            "item".to_string(),
+                        ]);
+                        props = props.set_column_dictionary_enabled(path, false);
+                    }
+                }
+                let props = props.build();
                 let w = ArrowWriter::try_new(out, schema::schema(), Some(props)).context("creating Parquet writer")?;
                 WriterKind::Parquet { w, rows: Vec::with_capacity(PARQUET_ROW_GROUP) }
             }
