@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${N:-20000}; RESP=${RESP:-512}; REPS=${REPS:-3}
-PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
+. scripts/env.sh
+PY=$ARL_PYTHON
 cargo build --release --quiet --bin arl-inspect
 ARL=target/release/arl-inspect
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
