@@ -2,10 +2,13 @@
 //!
 //! The binaries in `bin/` are thin mains; the work lives here. See
 //! `src/README.md` for what each module is for.
+pub mod advantage;
 pub mod cli;
 pub mod cmd;
 pub mod dataset;
 pub mod docs;
+pub mod filter;
+pub mod group;
 pub mod io;
 pub mod record;
 pub mod rng;
