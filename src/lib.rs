@@ -9,6 +9,7 @@ pub mod docs;
 pub mod io;
 pub mod record;
 pub mod rng;
+pub mod sandbox;
 pub mod schema;
 pub mod tokenizer;
 pub mod stats;
