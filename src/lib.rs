@@ -8,6 +8,7 @@ pub mod dataset;
 pub mod docs;
 pub mod io;
 pub mod record;
+pub mod reward;
 pub mod rng;
 pub mod sandbox;
 pub mod schema;
