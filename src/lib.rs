@@ -12,6 +12,7 @@ pub mod reward;
 pub mod rng;
 pub mod sandbox;
 pub mod schema;
+pub mod tasks;
 pub mod tokenizer;
 pub mod stats;
 

@@ -181,7 +181,8 @@ pub fn score(spec: &Spec, r: &Record) -> Result<Score, ScoreError> {
     Ok(shape(spec, r, base, leaf_name(&spec.rm, r)))
 }
 
-/// Adds the shaping terms to a base score (also used for `cmd` rewards).
+/// Adds the shaping terms to a base score (also used for `cmd` rewards):
+/// format bonus, tool-call cost (`metadata.tool_cost` × `tool_calls`), DAPO overlong.
 pub fn shape(spec: &Spec, r: &Record, base: Score, rm_name: &str) -> Score {
     let mut detail = json!({ "rm": rm_name, "score": base.reward });
     if let (Value::Object(d), Value::Object(b)) = (&mut detail, &base.detail) {
@@ -199,6 +200,16 @@ pub fn shape(spec: &Spec, r: &Record, base: Score, rm_name: &str) -> Score {
         reward += b;
         detail["format_bonus"] = json!(b);
         explain.push_str(&format!("; format {} (+{b})", if ok { "matched" } else { "not matched" }));
+    }
+    // `metadata.tool_cost` (set by `arl-tasks arith --tool-cost`): each tool call costs.
+    if let Some(c) = r.meta("tool_cost").and_then(Value::as_f64) {
+        let calls = r.tool_calls.unwrap_or(0);
+        let p = -(c as f32) * calls as f32;
+        reward += p;
+        detail["tool_cost_penalty"] = json!(p);
+        if calls > 0 {
+            explain.push_str(&format!("; {calls} tool calls × {c} ({p:+.3})"));
+        }
     }
     if let Some(o) = &spec.overlong {
         match r.response_len() {
