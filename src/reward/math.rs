@@ -203,6 +203,7 @@ fn unwrap_text(s: &str) -> String {
 fn clean(s: &str) -> String {
     let mut t = unwrap_text(s);
     for (a, b) in [
+        ("{,}", ","),
         ("\\left", ""),
         ("\\right", ""),
         ("\\displaystyle", ""),
@@ -784,6 +785,11 @@ fn equal_one(a: &str, l: &str, tol: f64) -> (bool, &'static str) {
     if a == l {
         return (true, "string");
     }
+    // Words (`Yes`, `odd`) are text, not products of one-letter variables.
+    let wordy = |s: &str| s.len() >= 2 && s.bytes().all(|c| c.is_ascii_alphabetic());
+    if wordy(a) || wordy(l) {
+        return (a.eq_ignore_ascii_case(l), "string");
+    }
     match (parse_expr(a), parse_expr(l)) {
         (Some(x), Some(y)) => {
             let mut vs = Vec::new();
@@ -844,7 +850,14 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
         None => (answer_line(response), answer_line(response).map(|_| "answer_line")),
     };
     let mut v = MathVerdict { correct: false, extracted: extracted.map(str::to_string), source, normalized: None, label_normalized: label_norm.clone(), how: "no_answer", hedge: None };
-    let Some(ex) = extracted else { return v };
+    let Some(mut ex) = extracted else { return v };
+    // `\boxed{\boxed{4}}`: the innermost box is the answer.
+    while let Some(inner) = boxed_all(ex).pop() {
+        if inner.len() >= ex.len() {
+            break;
+        }
+        ex = inner;
+    }
     let ans_clean = clean(ex);
     let ans_norm = finish(&ans_clean);
     v.normalized = Some(ans_norm.clone());
