@@ -11,8 +11,11 @@ pub mod filter;
 pub mod group;
 pub mod io;
 pub mod record;
+pub mod reward;
 pub mod rng;
+pub mod sandbox;
 pub mod schema;
+pub mod tasks;
 pub mod tokenizer;
 pub mod stats;
 

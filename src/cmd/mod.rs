@@ -3,9 +3,17 @@
 pub mod inspect;
 pub mod advantage;
 pub mod filter;
+pub mod reward;
+pub mod tasks;
 
 /// Every binary's command definition, for man pages and completions.
 pub fn all() -> Vec<clap::Command> {
     use clap::CommandFactory;
-    vec![inspect::Args::command(), advantage::Args::command(), filter::Args::command()]
+    vec![
+        inspect::Args::command(),
+        advantage::Args::command(),
+        filter::Args::command(),
+        reward::Args::command(),
+        tasks::Args::command(),
+    ]
 }
