@@ -293,3 +293,20 @@ fn sandbox_fusion_client_against_stand_in_server() {
     let e = s.run(&Request::python("print(1)")).unwrap_err();
     assert!(format!("{e:#}").contains("after 2 attempts"), "{e:#}");
 }
+
+#[test]
+fn unshare_fallback_isolates_network_and_drops_root() {
+    use arl::sandbox::local::{Isolation, LocalConfig};
+    let cfg = LocalConfig { isolation: Some(Isolation::Unshare), ..LocalConfig::default() };
+    let s = Sandbox::new(Backend::Local(cfg), limits(1.0), 2);
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let r = py(&s, &format!("import os, socket\nprint(os.getuid() != 0 or os.geteuid() != 0 or 'root-ok-when-not-root')\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', {port}))\n    print('CONNECTED')\nexcept OSError:\n    print('no network')"));
+    assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+    assert!(r.stdout.contains("no network"), "{r:?}");
+    assert!(l.accept().is_err());
+    let t = Instant::now();
+    assert_eq!(py(&s, "while True: pass").outcome, Outcome::Timeout);
+    assert!(t.elapsed().as_secs_f64() < 2.0);
+}

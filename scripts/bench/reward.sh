@@ -14,12 +14,13 @@
 # baselines' grading loop only, imports and file reading excluded).
 #
 #   N=100000 BASELINE_N=5000 scripts/bench/reward.sh
+# (ARL_REWARD_BIN=path uses that binary instead of building the release one.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${N:-100000}; BASELINE_N=${BASELINE_N:-5000}; SEED=${SEED:-0}; REPS=${REPS:-3}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
-cargo build --release --quiet --no-default-features --bin arl-reward
-ARL=target/release/arl-reward
+[ -n "${ARL_REWARD_BIN:-}" ] || cargo build --release --quiet --no-default-features --bin arl-reward
+ARL=${ARL_REWARD_BIN:-target/release/arl-reward}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 echo "generating $N responses ..." >&2
 "$PY" scripts/bench/py/gen_math_corpus.py "$N" "$W/corpus.jsonl" "$SEED"

@@ -137,8 +137,23 @@ pub fn base_score(rm: &Rm, sandbox: Option<&Sandbox>, r: &Record) -> Result<Scor
     match rm {
         Rm::Math(o) => {
             let resp = need_response(r)?;
-            let label = math::label_text(need_label(r)?).ok_or_else(|| err("field `label`: expected a string or number answer"))?;
-            let v = math::grade(resp, &label, o);
+            let label = need_label(r)?;
+            // Several acceptable answers (`["1/2", "0.5"]`): correct if any matches.
+            let labels: Vec<String> = match label {
+                Value::Array(a) if a.len() > 1 => a.iter().map(math::label_text).collect::<Option<Vec<_>>>(),
+                l => math::label_text(l).map(|x| vec![x]),
+            }
+            .ok_or_else(|| err("field `label`: expected a string or number answer (or a list of them)"))?;
+            let mut best = None;
+            for l in &labels {
+                let v = math::grade(resp, l, o);
+                let done = v.correct;
+                best = Some(v);
+                if done {
+                    break;
+                }
+            }
+            let v = best.ok_or_else(|| err("field `label`: empty list"))?;
             Ok(Score { reward: if v.correct { 1.0 } else { 0.0 }, detail: v.to_json(), explain: v.explain() })
         }
         Rm::Exact => text::exact(need_response(r)?, need_label(r)?),
