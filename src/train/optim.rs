@@ -220,7 +220,8 @@ mod tests {
     #[test]
     fn matches_hand_computed_adamw() {
         // One parameter, two steps, against the closed form.
-        let p = Tensor::from_slice(&[1.0f32, -2.0]).set_requires_grad(true);
+        // 2-D, so weight decay applies (1-D tensors are norms/biases).
+        let p = Tensor::from_slice(&[1.0f32, -2.0]).view([1, 2]).set_requires_grad(true);
         let mut opt = AdamW::new(
             [("w".to_string(), p.shallow_clone())].into(),
             AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 },
@@ -241,7 +242,7 @@ mod tests {
                 w[i] -= 0.01 * mh / (vh.sqrt() + 1e-8);
             }
         }
-        let got: Vec<f32> = Vec::try_from(&p.detach()).unwrap();
+        let got: Vec<f32> = Vec::try_from(&p.detach().flatten(0, -1)).unwrap();
         for i in 0..2 {
             assert!((got[i] as f64 - w[i]).abs() < 1e-6, "{got:?} vs {w:?}");
         }
