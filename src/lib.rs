@@ -10,6 +10,7 @@ pub mod docs;
 pub mod filter;
 pub mod group;
 pub mod io;
+pub mod model;
 pub mod record;
 pub mod reward;
 pub mod rng;
@@ -17,6 +18,8 @@ pub mod sandbox;
 pub mod schema;
 pub mod tasks;
 pub mod tokenizer;
+pub mod tokenizer_build;
 pub mod stats;
+pub mod train;
 
 pub use record::{Record, Status};

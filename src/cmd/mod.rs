@@ -5,6 +5,7 @@ pub mod advantage;
 pub mod filter;
 pub mod reward;
 pub mod tasks;
+pub mod train;
 
 /// Every binary's command definition, for man pages and completions.
 pub fn all() -> Vec<clap::Command> {
@@ -15,5 +16,6 @@ pub fn all() -> Vec<clap::Command> {
         filter::Args::command(),
         reward::Args::command(),
         tasks::Args::command(),
+        train::Args::command(),
     ]
 }
