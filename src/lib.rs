@@ -10,6 +10,8 @@ pub mod io;
 pub mod record;
 pub mod rng;
 pub mod schema;
+pub mod serve;
+pub mod sync;
 pub mod tokenizer;
 pub mod stats;
 
