@@ -95,7 +95,7 @@ pub fn render(tok: &Tokenizer, messages: &Value, tools: Option<&Value>, extra: &
         ctx.insert(k.clone(), v.clone());
     }
     let t = env.get_template("chat").map_err(|e| e.to_string())?;
-    t.render(Value::Object(ctx)).map_err(|e| format!("rendering the chat template: {e}"))
+    t.render(minijinja::value::Serde(Value::Object(ctx))).map_err(|e| format!("rendering the chat template: {e}"))
 }
 
 /// A parsed tool call: its name and its arguments as a JSON string.
