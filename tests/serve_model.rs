@@ -10,8 +10,11 @@ use serve_util::Server;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 
+/// `testdata/tiny-model` (made by the `train` branch), or `ARL_TEST_MODEL`.
 fn tiny_model() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/tiny-model");
+    let p = std::env::var_os("ARL_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/tiny-model"));
     assert!(p.join("config.json").exists(), "missing {}", p.display());
     p
 }
