@@ -7,12 +7,15 @@ pub mod cmd;
 pub mod dataset;
 pub mod docs;
 pub mod io;
+pub mod model;
 pub mod record;
 pub mod rng;
 pub mod schema;
 pub mod serve;
 pub mod sync;
 pub mod tokenizer;
+pub mod tokenizer_build;
 pub mod stats;
+pub mod train;
 
 pub use record::{Record, Status};

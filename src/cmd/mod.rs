@@ -3,9 +3,10 @@
 pub mod inspect;
 pub mod serve;
 pub mod sync;
+pub mod train;
 
 /// Every binary's command definition, for man pages and completions.
 pub fn all() -> Vec<clap::Command> {
     use clap::CommandFactory;
-    vec![inspect::Args::command(), serve::Args::command(), sync::Args::command()]
+    vec![inspect::Args::command(), serve::Args::command(), sync::Args::command(), train::Args::command()]
 }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Training throughput: arl-train next to a plain PyTorch loop (transformers
+# model, SDPA, torch.optim.AdamW foreach) on the same random Qwen2 model
+# (LAYERS × HIDDEN, char vocabulary) and the same records, one PPO step per
+# batch of BATCH sequences of LEN tokens. Prints tokens/s of the steps after
+# the first (warm-up) and the ratio arl/PyTorch (> 1 means arl is faster).
+#
+#   STEPS=6 BATCH=8 LEN=256 LAYERS=4 HIDDEN=256 scripts/bench/train.sh
+#   DEVICE=cuda PRECISION=bf16 BATCH=32 LEN=1024 scripts/bench/train.sh   # one GPU
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STEPS=${STEPS:-6}; BATCH=${BATCH:-8}; LEN=${LEN:-256}; LAYERS=${LAYERS:-4}; HIDDEN=${HIDDEN:-256}
+DEVICE=${DEVICE:-cpu}; PRECISION=${PRECISION:-fp32}; THREADS=${THREADS:-$(nproc)}
+PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
+cargo build --release --quiet --bin arl-train
+ARL=target/release/arl-train
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+
+cat > "$W/cfg.json" <<JSON
+{"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": 256, "hidden_size": $HIDDEN,
+ "intermediate_size": $((HIDDEN * 3)), "num_hidden_layers": $LAYERS, "num_attention_heads": $((HIDDEN / 64)),
+ "num_key_value_heads": $((HIDDEN / 128 > 0 ? HIDDEN / 128 : 1)), "max_position_embeddings": 8192,
+ "tie_word_embeddings": true, "rope_theta": 10000.0}
+JSON
+"$ARL" make-tokenizer --out "$W/tok"
+"$ARL" init --config "$W/cfg.json" --tokenizer "$W/tok" --out "$W/model"
+"$PY" - "$STEPS" "$BATCH" "$LEN" > "$W/recs.jsonl" <<'PYEOF'
+import json, random, sys
+steps, batch, n = map(int, sys.argv[1:4])
+random.seed(0)
+for i in range(steps * batch):
+    p = 32
+    toks = [random.randrange(32, 127) for _ in range(n)]
+    print(json.dumps({"prompt_id": f"b{i}", "tokens": toks, "prompt_len": p, "loss_mask": [1] * (n - p),
+                      "advantages": [random.gauss(0, 1)] * (n - p),
+                      "rollout_log_probs": [-5.5 + random.gauss(0, 0.1) for _ in range(n - p)]}))
+PYEOF
+
+"$ARL" --model "$W/model" -i "$W/recs.jsonl" --global-batch-size "$BATCH" --max-tokens-per-micro-batch $((BATCH * LEN)) \
+  --device "$DEVICE" --precision "$PRECISION" --threads "$THREADS" --metrics "$W/m.jsonl" -q
+ARL_TPS=$("$PY" -c "
+import json,sys
+m=[json.loads(l) for l in open('$W/m.jsonl')][1:]
+print(sum(x['tokens'] for x in m)/sum(x['step_time_s'] for x in m))")
+PT=$("$PY" scripts/bench/py/train_baseline.py "$W/model" "$W/recs.jsonl" "$BATCH" "$DEVICE" "$PRECISION" "$THREADS")
+PT_TPS=$(echo "$PT" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['tokens_per_s'])")
+
+printf '\nmodel %d layers × hidden %d, %d steps of %d × %d tokens, %s %s, %s threads\n' \
+  "$LAYERS" "$HIDDEN" "$STEPS" "$BATCH" "$LEN" "$DEVICE" "$PRECISION" "$THREADS"
+printf '%-10s %14s\n' tool tokens/s
+printf '%-10s %14.0f\n' arl-train "$ARL_TPS" pytorch "$PT_TPS"
+printf 'arl-train / pytorch: %.2fx\n' "$(echo "$ARL_TPS / $PT_TPS" | bc -l)"

@@ -1,0 +1,515 @@
+//! The decoder network, its KV cache, and checkpoint loading/saving.
+use super::config::ModelConfig;
+use super::weights;
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+use tch::nn::{self, Init};
+use tch::{Device, Kind, Tensor};
+
+struct Linear {
+    w: Tensor,
+    b: Option<Tensor>,
+}
+
+impl Linear {
+    fn new(p: nn::Path, in_dim: usize, out_dim: usize, bias: bool, std: f64) -> Linear {
+        let w = p.var("weight", &[out_dim as i64, in_dim as i64], Init::Randn { mean: 0.0, stdev: std });
+        let b = bias.then(|| p.var("bias", &[out_dim as i64], Init::Const(0.0)));
+        Linear { w, b }
+    }
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.linear(&self.w, self.b.as_ref())
+    }
+}
+
+/// RMSNorm computed in float32 and cast back, as HF's `Qwen2RMSNorm`.
+struct RmsNorm {
+    w: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    fn new(p: nn::Path, dim: usize, eps: f64) -> RmsNorm {
+        RmsNorm { w: p.var("weight", &[dim as i64], Init::Const(1.0)), eps }
+    }
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let kind = x.kind();
+        let xf = x.to_kind(Kind::Float);
+        let var = xf.square().mean_dim(-1, true, Kind::Float);
+        let y = (xf * (var + self.eps).rsqrt()).to_kind(kind);
+        &self.w * y
+    }
+}
+
+struct Attention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    n_heads: i64,
+    n_kv: i64,
+    head_dim: i64,
+}
+
+/// HF `rotate_half`: (x1, x2) → (−x2, x1) over the two halves of the last dim.
+fn rotate_half(x: &Tensor) -> Tensor {
+    let d = x.size()[x.dim() - 1];
+    let x1 = x.narrow(-1, 0, d / 2);
+    let x2 = x.narrow(-1, d / 2, d / 2);
+    Tensor::cat(&[x2.neg(), x1], -1)
+}
+
+fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
+    x * cos + rotate_half(x) * sin
+}
+
+impl Attention {
+    fn new(cfg: &ModelConfig, p: nn::Path) -> Attention {
+        let (h, hd, nh, nkv) = (cfg.hidden_size, cfg.head_dim(), cfg.num_attention_heads, cfg.kv_heads());
+        let std = cfg.initializer_range;
+        let qk_norm = cfg.model_type == "qwen3";
+        Attention {
+            q_proj: Linear::new(&p / "q_proj", h, nh * hd, cfg.qkv_bias(), std),
+            k_proj: Linear::new(&p / "k_proj", h, nkv * hd, cfg.qkv_bias(), std),
+            v_proj: Linear::new(&p / "v_proj", h, nkv * hd, cfg.qkv_bias(), std),
+            o_proj: Linear::new(&p / "o_proj", nh * hd, h, cfg.o_bias(), std),
+            q_norm: qk_norm.then(|| RmsNorm::new(&p / "q_norm", hd, cfg.rms_norm_eps)),
+            k_norm: qk_norm.then(|| RmsNorm::new(&p / "k_norm", hd, cfg.rms_norm_eps)),
+            n_heads: nh as i64,
+            n_kv: nkv as i64,
+            head_dim: hd as i64,
+        }
+    }
+
+    /// q [B,nh,T,hd] and k, v [B,nkv,T,hd], RoPE applied to q and k.
+    fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> (Tensor, Tensor, Tensor) {
+        let (b, t, _) = x.size3().expect("[B,T,H]");
+        let mut q = self.q_proj.forward(x).view([b, t, self.n_heads, self.head_dim]);
+        let mut k = self.k_proj.forward(x).view([b, t, self.n_kv, self.head_dim]);
+        let v = self.v_proj.forward(x).view([b, t, self.n_kv, self.head_dim]).transpose(1, 2);
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q = qn.forward(&q);
+            k = kn.forward(&k);
+        }
+        let q = apply_rope(&q.transpose(1, 2), cos, sin);
+        let k = apply_rope(&k.transpose(1, 2), cos, sin);
+        (q, k, v)
+    }
+
+    /// Attention of q over k, v (GQA heads repeated as HF's `repeat_kv`), then o_proj.
+    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool) -> Tensor {
+        let rep = self.n_heads / self.n_kv;
+        let (k, v) =
+            if rep > 1 { (repeat_kv(k, rep), repeat_kv(v, rep)) } else { (k.shallow_clone(), v.shallow_clone()) };
+        let a = Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal && mask.is_none(), None, false);
+        let (b, _, t, _) = a.size4().expect("[B,nh,T,hd]");
+        self.o_proj.forward(&a.transpose(1, 2).reshape([b, t, self.n_heads * self.head_dim]))
+    }
+}
+
+fn repeat_kv(x: &Tensor, rep: i64) -> Tensor {
+    let (b, n, t, d) = x.size4().expect("[B,nkv,T,hd]");
+    x.unsqueeze(2).expand([b, n, rep, t, d], false).reshape([b, n * rep, t, d])
+}
+
+struct Mlp {
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+impl Mlp {
+    fn new(cfg: &ModelConfig, p: nn::Path) -> Mlp {
+        let (h, i, std) = (cfg.hidden_size, cfg.intermediate_size, cfg.initializer_range);
+        Mlp {
+            gate_proj: Linear::new(&p / "gate_proj", h, i, false, std),
+            up_proj: Linear::new(&p / "up_proj", h, i, false, std),
+            down_proj: Linear::new(&p / "down_proj", i, h, false, std),
+        }
+    }
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.down_proj.forward(&(self.gate_proj.forward(x).silu() * self.up_proj.forward(x)))
+    }
+}
+
+struct Block {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+}
+
+impl Block {
+    fn new(cfg: &ModelConfig, p: nn::Path) -> Block {
+        Block {
+            input_layernorm: RmsNorm::new(&p / "input_layernorm", cfg.hidden_size, cfg.rms_norm_eps),
+            self_attn: Attention::new(cfg, &p / "self_attn"),
+            post_attention_layernorm: RmsNorm::new(&p / "post_attention_layernorm", cfg.hidden_size, cfg.rms_norm_eps),
+            mlp: Mlp::new(cfg, &p / "mlp"),
+        }
+    }
+
+    /// One block; `kv` turns this step's k, v into the keys/values attended
+    /// to (identity for training, cache concatenation for inference).
+    fn forward(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        kv: impl FnOnce(Tensor, Tensor) -> (Tensor, Tensor),
+    ) -> Tensor {
+        let h = self.input_layernorm.forward(x);
+        let (q, k, v) = self.self_attn.qkv(&h, cos, sin);
+        let (k, v) = kv(k, v);
+        let x = x + self.self_attn.attend(&q, &k, &v, mask, true);
+        let h = self.post_attention_layernorm.forward(&x);
+        &x + self.mlp.forward(&h)
+    }
+}
+
+/// Per-sequence key/value cache: for each layer K and V as [nkv, capacity, hd]
+/// (after RoPE, before GQA repetition), the first `len` positions valid.
+pub struct KvCache {
+    k: Vec<Tensor>,
+    v: Vec<Tensor>,
+    len: usize,
+}
+
+impl KvCache {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Forgets everything after the first `n` positions (prefix reuse).
+    pub fn truncate(&mut self, n: usize) {
+        self.len = self.len.min(n);
+    }
+
+    /// Appends `k`, `v` ([nkv, n, hd]) to layer `l` and returns that layer's
+    /// valid K, V ([nkv, len+n, hd]). Capacity doubles, so appends are amortised O(n).
+    fn append(&mut self, l: usize, k: &Tensor, v: &Tensor) -> (Tensor, Tensor) {
+        let n = k.size()[1];
+        let len = self.len as i64;
+        let cap = self.k[l].size()[1];
+        if len + n > cap {
+            let new_cap = (len + n).max(cap * 2).max(16);
+            let grow = |old: &Tensor| {
+                let s = old.size();
+                let t = Tensor::zeros([s[0], new_cap, s[2]], (k.kind(), k.device()));
+                if len > 0 {
+                    t.narrow(1, 0, len).copy_(&old.narrow(1, 0, len));
+                }
+                t
+            };
+            self.k[l] = grow(&self.k[l]);
+            self.v[l] = grow(&self.v[l]);
+        }
+        self.k[l].narrow(1, len, n).copy_(k);
+        self.v[l].narrow(1, len, n).copy_(v);
+        (self.k[l].narrow(1, 0, len + n), self.v[l].narrow(1, 0, len + n))
+    }
+}
+
+/// How a checkpoint is written.
+#[derive(Debug, Clone)]
+pub struct SaveOptions {
+    /// Tensor dtype in the files.
+    pub kind: Kind,
+    /// Largest shard, in bytes (HF's `max_shard_size`).
+    pub max_shard_bytes: u64,
+}
+
+impl Default for SaveOptions {
+    fn default() -> Self {
+        SaveOptions { kind: Kind::Float, max_shard_bytes: 5 << 30 }
+    }
+}
+
+pub struct Model {
+    pub config: ModelConfig,
+    pub vs: nn::VarStore,
+    embed_tokens: Tensor,
+    layers: Vec<Block>,
+    norm: RmsNorm,
+    lm_head: Option<Tensor>,
+    inv_freq: Tensor,
+    device: Device,
+}
+
+impl Model {
+    /// A model with freshly initialised weights (HF's `_init_weights`: normal
+    /// with `initializer_range`, norms 1, biases 0), drawn from tch's global
+    /// generator (seed it with `tch::manual_seed`).
+    pub fn new(config: ModelConfig, device: Device, kind: Kind) -> Result<Model> {
+        config.validate()?;
+        let mut vs = nn::VarStore::new(device);
+        let root = vs.root();
+        let m = &root / "model";
+        let std = config.initializer_range;
+        let embed_tokens = (&m / "embed_tokens").var(
+            "weight",
+            &[config.vocab_size as i64, config.hidden_size as i64],
+            Init::Randn { mean: 0.0, stdev: std },
+        );
+        let layers = (0..config.num_hidden_layers).map(|i| Block::new(&config, &m / "layers" / i)).collect();
+        let norm = RmsNorm::new(&m / "norm", config.hidden_size, config.rms_norm_eps);
+        let lm_head = (!config.tie_word_embeddings).then(|| {
+            (&root / "lm_head").var(
+                "weight",
+                &[config.vocab_size as i64, config.hidden_size as i64],
+                Init::Randn { mean: 0.0, stdev: std },
+            )
+        });
+        let inv_freq = Tensor::from_slice(&config.inv_freq()?).to_device(device);
+        if kind != Kind::Float {
+            vs.set_kind(kind);
+        }
+        Ok(Model { config, vs, embed_tokens, layers, norm, lm_head, inv_freq, device })
+    }
+
+    /// Strict load of a HF directory (single or sharded safetensors): every
+    /// tensor the model has must be there with its shape, and nothing else.
+    pub fn load(dir: &Path, device: Device, kind: Kind) -> Result<Model> {
+        let config = ModelConfig::from_file(&dir.join("config.json"))?;
+        let mut model = tch::no_grad(|| Model::new(config, device, kind))?;
+        model.reload(dir).with_context(|| format!("loading `{}`", dir.display()))?;
+        Ok(model)
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.embed_tokens.kind()
+    }
+
+    /// Re-loads weights in place from a checkpoint of the same shape. Every
+    /// tensor is read and checked before any is copied: on error nothing changes.
+    pub fn reload(&mut self, dir: &Path) -> Result<()> {
+        let mut src = weights::read_all(dir)?;
+        let vars = self.vs.variables();
+        // Not parameters: HF may store rotary buffers; a tied head may be saved too.
+        src.retain(|k, _| !k.ends_with("rotary_emb.inv_freq"));
+        if self.config.tie_word_embeddings {
+            src.remove("lm_head.weight");
+        }
+        let mut names: Vec<&String> = vars.keys().collect();
+        names.sort();
+        for name in &names {
+            let want = vars[*name].size();
+            match src.get(*name) {
+                None => bail!("tensor `{name}` is missing from the checkpoint (model expects shape {want:?})"),
+                Some(t) if t.size() != want => {
+                    bail!("tensor `{name}`: checkpoint has shape {:?}, model expects {want:?}", t.size())
+                }
+                Some(_) => {}
+            }
+        }
+        let mut extra: Vec<&String> = src.keys().filter(|k| !vars.contains_key(*k)).collect();
+        if !extra.is_empty() {
+            extra.sort();
+            bail!(
+                "checkpoint has tensors the model does not: {}",
+                extra.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+            );
+        }
+        tch::no_grad(|| -> Result<()> {
+            for (name, var) in &vars {
+                let t = &src[name];
+                let mut var = var.shallow_clone();
+                var.f_copy_(&t.to_kind(var.kind()).to_device(self.device))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Named parameters in sorted order (lm_head absent when tied).
+    pub fn named_parameters(&self) -> BTreeMap<String, Tensor> {
+        self.vs.variables().into_iter().collect()
+    }
+
+    /// Writes `config.json`, `generation_config.json` and the weights into
+    /// `dir` (which must exist). The caller makes the directory atomic.
+    pub fn save(&self, dir: &Path, opts: &SaveOptions) -> Result<()> {
+        let params = self.named_parameters();
+        weights::write_sharded(dir, &params, opts.kind, opts.max_shard_bytes)?;
+        let cfg = self.config.to_checkpoint_json(weights::kind_name(opts.kind))?;
+        std::fs::write(dir.join("config.json"), cfg).context("writing config.json")?;
+        let mut gen = serde_json::Map::new();
+        if let Some(b) = &self.config.bos_token_id {
+            gen.insert("bos_token_id".into(), b.clone());
+        }
+        if let Some(e) = &self.config.eos_token_id {
+            gen.insert("eos_token_id".into(), e.clone());
+        }
+        if let Some(p) = &self.config.pad_token_id {
+            gen.insert("pad_token_id".into(), p.clone());
+        }
+        std::fs::write(dir.join("generation_config.json"), serde_json::to_string_pretty(&gen)? + "\n")
+            .context("writing generation_config.json")?;
+        Ok(())
+    }
+
+    /// cos, sin for the given positions (any shape P) → [P…, head_dim], in `kind`.
+    fn rope(&self, pos: &Tensor, kind: Kind) -> (Tensor, Tensor) {
+        let freqs = pos.to_kind(Kind::Float).unsqueeze(-1) * &self.inv_freq;
+        let emb = Tensor::cat(&[&freqs, &freqs], -1);
+        (emb.cos().to_kind(kind), emb.sin().to_kind(kind))
+    }
+
+    fn head(&self, x: &Tensor) -> Tensor {
+        let x = self.norm.forward(x);
+        let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        x.linear::<Tensor>(w, None).to_kind(Kind::Float)
+    }
+
+    fn embed(&self, ids: &Tensor) -> Tensor {
+        Tensor::embedding(&self.embed_tokens, ids, -1, false, false)
+    }
+
+    /// Training / scoring forward: `ids` [B,T] int64, `attention_mask` [B,T]
+    /// (1 real, 0 pad; right padding) → logits [B,T,V] in float32.
+    pub fn forward(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Tensor {
+        let ids = ids.to_device(self.device);
+        let (b, t) = ids.size2().expect("ids [B,T]");
+        let mut x = self.embed(&ids);
+        let pos = Tensor::arange(t, (Kind::Int64, self.device));
+        let (cos, sin) = self.rope(&pos, x.kind());
+        let mask = self.train_mask(attention_mask, b, t);
+        for layer in &self.layers {
+            x = layer.forward(&x, &cos, &sin, mask.as_ref(), |k, v| (k, v));
+        }
+        self.head(&x)
+    }
+
+    /// Causal and key-padding mask, [B,1,T,T], true = attend. Right padding
+    /// means padded queries still see real keys, so no row is empty.
+    fn train_mask(&self, attention_mask: Option<&Tensor>, b: i64, t: i64) -> Option<Tensor> {
+        attention_mask.map(|m| {
+            let causal = Tensor::ones([t, t], (Kind::Bool, self.device)).tril(0);
+            let keys = m.to_device(self.device).to_kind(Kind::Bool).view([b, 1, 1, t]);
+            causal.view([1, 1, t, t]).logical_and(&keys)
+        })
+    }
+
+    /// [`Model::forward`] then `loss_of(logits).backward()`, with per-layer
+    /// activation checkpointing: the forward keeps only each block's input;
+    /// the backward recomputes one block at a time and back-propagates the
+    /// incoming gradient g through it as ∂(out·g)/∂θ — the same gradients for
+    /// about one extra forward pass, with one block's activations alive.
+    pub fn forward_backward_checkpointed(
+        &self,
+        ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        loss_of: impl FnOnce(&Tensor) -> Result<Tensor>,
+    ) -> Result<()> {
+        let ids = ids.to_device(self.device);
+        let (b, t) = ids.size2()?;
+        let mut x = tch::no_grad(|| self.embed(&ids));
+        let pos = Tensor::arange(t, (Kind::Int64, self.device));
+        let (cos, sin) = self.rope(&pos, x.kind());
+        let mask = self.train_mask(attention_mask, b, t);
+        let mut inputs = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            inputs.push(x.shallow_clone());
+            x = tch::no_grad(|| layer.forward(&x, &cos, &sin, mask.as_ref(), |k, v| (k, v)));
+        }
+        let h = x.detach().set_requires_grad(true);
+        loss_of(&self.head(&h))?.backward();
+        let mut g = h.grad();
+        for (layer, xin) in self.layers.iter().zip(inputs).rev() {
+            let xin = xin.detach().set_requires_grad(true);
+            let out = layer.forward(&xin, &cos, &sin, mask.as_ref(), |k, v| (k, v));
+            (out * &g).sum(Kind::Float).backward();
+            g = xin.grad();
+        }
+        (self.embed(&ids) * g).sum(Kind::Float).backward();
+        Ok(())
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        let n = self.layers.len();
+        let (nkv, hd) = (self.config.kv_heads() as i64, self.config.head_dim() as i64);
+        let empty = || Tensor::zeros([nkv, 0, hd], (self.kind(), self.device));
+        KvCache { k: (0..n).map(|_| empty()).collect(), v: (0..n).map(|_| empty()).collect(), len: 0 }
+    }
+
+    /// Runs `ids` after what `cache` holds, for one sequence; returns logits
+    /// [len(ids), V] (float32) and appends to the cache.
+    pub fn prefill(&self, cache: &mut KvCache, ids: &[i64]) -> Tensor {
+        tch::no_grad(|| {
+            let n = ids.len() as i64;
+            let p0 = cache.len as i64;
+            let ids_t = Tensor::from_slice(ids).to_device(self.device).view([1, n]);
+            let mut x = self.embed(&ids_t);
+            let pos = Tensor::arange_start(p0, p0 + n, (Kind::Int64, self.device));
+            let (cos, sin) = self.rope(&pos, x.kind());
+            // Query i (absolute p0+i) sees keys 0..=p0+i.
+            let mask = Tensor::ones([n, p0 + n], (Kind::Bool, self.device)).tril(p0).view([1, 1, n, p0 + n]);
+            for (l, layer) in self.layers.iter().enumerate() {
+                x = layer.forward(&x, &cos, &sin, Some(&mask), |k, v| {
+                    let (k, v) = cache.append(l, &k.squeeze_dim(0), &v.squeeze_dim(0));
+                    (k.unsqueeze(0), v.unsqueeze(0))
+                });
+            }
+            cache.len += n as usize;
+            self.head(&x).squeeze_dim(0)
+        })
+    }
+
+    /// One decode step for several sequences at once: `last[i]` is sequence
+    /// i's newest token. Caches may differ in length (padded and masked).
+    /// Returns logits [B, V] (float32) and appends to each cache.
+    pub fn decode_step(&self, caches: &mut [&mut KvCache], last: &[i64]) -> Tensor {
+        assert_eq!(caches.len(), last.len(), "one token per cache");
+        tch::no_grad(|| {
+            let b = last.len() as i64;
+            let lens: Vec<i64> = caches.iter().map(|c| c.len as i64).collect();
+            let lmax = lens.iter().copied().max().unwrap_or(0) + 1;
+            let ids = Tensor::from_slice(last).to_device(self.device).view([b, 1]);
+            let mut x = self.embed(&ids);
+            let pos = Tensor::from_slice(&lens).to_device(self.device).view([b, 1, 1]);
+            let (cos, sin) = self.rope(&pos, x.kind()); // [B,1,1,hd] broadcasts over heads
+            let valid: Vec<i64> = lens.iter().map(|&l| l + 1).collect();
+            let mask = Tensor::arange(lmax, (Kind::Int64, self.device))
+                .view([1, lmax])
+                .lt_tensor(&Tensor::from_slice(&valid).to_device(self.device).view([b, 1]))
+                .view([b, 1, 1, lmax]);
+            for (l, layer) in self.layers.iter().enumerate() {
+                x = layer.forward(&x, &cos, &sin, Some(&mask), |k, v| {
+                    let mut ks = Vec::with_capacity(b as usize);
+                    let mut vs = Vec::with_capacity(b as usize);
+                    for (i, c) in caches.iter_mut().enumerate() {
+                        let (kc, vc) = c.append(l, &k.get(i as i64), &v.get(i as i64));
+                        let pad = lmax - kc.size()[1];
+                        ks.push(kc.constant_pad_nd([0, 0, 0, pad]));
+                        vs.push(vc.constant_pad_nd([0, 0, 0, pad]));
+                    }
+                    (Tensor::stack(&ks, 0), Tensor::stack(&vs, 0))
+                });
+            }
+            for c in caches.iter_mut() {
+                c.len += 1;
+            }
+            self.head(&x).squeeze_dim(1)
+        })
+    }
+}
+
+/// Log-probability of each chosen token: `log_softmax(logits.float() / temperature)`
+/// at `ids`. `logits` [..., V], `ids` [...] → [...] float32. Trainer and server
+/// both use this, so their log-probs agree.
+pub fn token_logprobs(logits: &Tensor, ids: &Tensor, temperature: f64) -> Tensor {
+    let l = logits.to_kind(Kind::Float);
+    let l = if temperature != 1.0 { l / temperature } else { l };
+    let ids = ids.to_device(l.device()).to_kind(Kind::Int64).unsqueeze(-1);
+    // gather − logsumexp: the same value as log_softmax without materialising it.
+    l.gather(-1, &ids, false).squeeze_dim(-1) - l.logsumexp([-1i64].as_slice(), false)
+}

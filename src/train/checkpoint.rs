@@ -1,0 +1,135 @@
+//! Checkpoint directories that appear whole or not at all: everything is
+//! written into a temporary sibling, fsynced, then swapped into place with
+//! one atomic `renameat2(RENAME_EXCHANGE)` (or a rename when the destination
+//! is new), so a crash at any moment leaves either the old or the new
+//! checkpoint under the name, never a mixture.
+use crate::model::{Model, SaveOptions};
+use anyhow::{Context, Result};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Tokenizer and template files copied from the source model when present.
+pub const TOKENIZER_FILES: &[&str] = &[
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+    "added_tokens.json",
+];
+
+fn fsync_path(p: &Path) -> Result<()> {
+    let f = std::fs::File::open(p).with_context(|| format!("cannot open `{}` to sync", p.display()))?;
+    f.sync_all().with_context(|| format!("cannot sync `{}`", p.display()))
+}
+
+fn fsync_tree(dir: &Path) -> Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            fsync_tree(&p)?;
+        } else {
+            fsync_path(&p)?;
+        }
+    }
+    fsync_path(dir)
+}
+
+fn cstr(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).context("path contains a NUL byte")
+}
+
+/// Writes a directory atomically: `fill` populates a temporary sibling of
+/// `dest`, which then replaces `dest`.
+pub fn write_dir_atomic(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
+    let name = dest.file_name().context("checkpoint path has no name")?.to_string_lossy().into_owned();
+    let tmp = tempfile::Builder::new().prefix(&format!(".{name}.tmp-")).tempdir_in(&parent)?;
+    fill(tmp.path())?;
+    fsync_tree(tmp.path())?;
+    let tmp = tmp.keep();
+    let result = if dest.exists() {
+        let (a, b) = (cstr(&tmp)?, cstr(dest)?);
+        // SAFETY: both are valid NUL-terminated paths.
+        let rc =
+            unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+        if rc == 0 {
+            // `tmp` now holds the previous checkpoint.
+            std::fs::remove_dir_all(&tmp).with_context(|| format!("removing the old checkpoint `{}`", tmp.display()))
+        } else {
+            // No RENAME_EXCHANGE (old kernel or filesystem): move the old one
+            // aside first; a crash in between leaves it under `.NAME.old-*`.
+            let old = parent.join(format!(".{name}.old-{}", std::process::id()));
+            std::fs::rename(dest, &old)?;
+            std::fs::rename(&tmp, dest)?;
+            std::fs::remove_dir_all(&old).map_err(Into::into)
+        }
+    } else {
+        std::fs::rename(&tmp, dest).map_err(Into::into)
+    };
+    if result.is_err() && tmp.exists() && dest.exists() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result.with_context(|| format!("cannot move the checkpoint into `{}`", dest.display()))?;
+    fsync_path(&parent)
+}
+
+/// Saves `model` with the tokenizer files of `tokenizer_dir` into `dest`,
+/// atomically; `extra` may add files (trainer state).
+pub fn save(
+    model: &Model,
+    dest: &Path,
+    opts: &SaveOptions,
+    tokenizer_dir: &Path,
+    extra: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    write_dir_atomic(dest, |dir| {
+        model.save(dir, opts)?;
+        for f in TOKENIZER_FILES {
+            let src = tokenizer_dir.join(f);
+            if src.exists() {
+                std::fs::copy(&src, dir.join(f)).with_context(|| format!("copying `{}`", src.display()))?;
+            }
+        }
+        extra(dir)
+    })
+    .with_context(|| format!("saving checkpoint `{}`", dest.display()))
+}
+
+/// Deletes older checkpoints of the run `dest` belongs to, keeping the `keep`
+/// newest. A run's checkpoints are the siblings named like `dest` with a
+/// different trailing number (`step-40`, `step-41`, … for `step-42`).
+pub fn prune(dest: &Path, keep: usize) -> Result<Vec<PathBuf>> {
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    if stem.len() == name.len() || keep == 0 {
+        return Ok(vec![]);
+    }
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut runs: Vec<(u64, PathBuf)> = std::fs::read_dir(&parent)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let num = n.strip_prefix(stem)?.parse::<u64>().ok()?;
+            (e.path().join("config.json").exists()).then(|| (num, e.path()))
+        })
+        .collect();
+    runs.sort();
+    let mut removed = vec![];
+    if runs.len() > keep {
+        for (_, p) in &runs[..runs.len() - keep] {
+            std::fs::remove_dir_all(p).with_context(|| format!("pruning `{}`", p.display()))?;
+            removed.push(p.clone());
+        }
+    }
+    Ok(removed)
+}

@@ -1,0 +1,149 @@
+//! The shared decoder (`arl::model`) against Hugging Face `transformers`:
+//! golden logits of tiny random Qwen2, Qwen3 and Llama 3 checkpoints
+//! (made by `scripts/golden/make_tiny.py`), KV-cache inference against the
+//! full forward, strict loading, and byte-identical save → load → save.
+#![cfg(feature = "torch")]
+mod common;
+
+use arl::model::{token_logprobs, weights, Model, SaveOptions};
+use std::path::{Path, PathBuf};
+use tch::{Device, Kind, Tensor};
+
+fn golden(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden").join(name)
+}
+
+fn expected(dir: &Path) -> (Tensor, Tensor, Tensor) {
+    let mut m: std::collections::HashMap<String, Tensor> =
+        Tensor::read_safetensors(dir.join("expected.safetensors")).unwrap().into_iter().collect();
+    (m.remove("input_ids").unwrap(), m.remove("attention_mask").unwrap(), m.remove("logits").unwrap())
+}
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b).abs().max().double_value(&[])
+}
+
+#[test]
+fn golden_logits_match_transformers() {
+    tch::set_num_threads(1);
+    for name in ["qwen2", "qwen3", "llama"] {
+        let dir = golden(name);
+        let model = Model::load(&dir, Device::Cpu, Kind::Float).unwrap();
+        let (ids, mask, want) = expected(&dir);
+        let got = tch::no_grad(|| model.forward(&ids, Some(&mask)));
+        // Padded positions are not compared: HF and arl may treat them differently.
+        let real = mask.unsqueeze(-1).to_kind(Kind::Float);
+        let d = max_abs_diff(&(&got * &real), &(&want * &real));
+        eprintln!("{name}: max |Δ logits| = {d:e}");
+        assert!(d < 1e-4, "{name}: max |Δ| = {d}");
+    }
+}
+
+#[test]
+fn kv_cache_matches_full_forward() {
+    tch::set_num_threads(1);
+    for name in ["qwen2", "qwen3", "llama"] {
+        let model = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
+        let a: Vec<i64> = vec![5, 17, 3, 60, 2, 9, 44, 1, 8];
+        let b: Vec<i64> = vec![7, 7, 30, 12];
+        let full =
+            |s: &[i64]| tch::no_grad(|| model.forward(&Tensor::from_slice(s).view([1, s.len() as i64]), None).get(0));
+        let (fa, fb) = (full(&a), full(&b));
+        // Prefill in two chunks, then decode both sequences together with different cache lengths.
+        let mut ca = model.new_cache();
+        let mut cb = model.new_cache();
+        let p1 = model.prefill(&mut ca, &a[..3]);
+        let p2 = model.prefill(&mut ca, &a[3..6]);
+        let pb = model.prefill(&mut cb, &b[..2]);
+        assert!(max_abs_diff(&p1, &fa.narrow(0, 0, 3)) < 1e-4);
+        assert!(max_abs_diff(&p2, &fa.narrow(0, 3, 3)) < 1e-4);
+        assert!(max_abs_diff(&pb, &fb.narrow(0, 0, 2)) < 1e-4);
+        let mut pairs = vec![(6usize, 2usize)];
+        pairs.push((7, 3));
+        for (ia, ib) in pairs {
+            let out = model.decode_step(&mut [&mut ca, &mut cb], &[a[ia], b[ib]]);
+            assert!(max_abs_diff(&out.get(0), &fa.get(ia as i64)) < 1e-4, "{name} a@{ia}");
+            assert!(max_abs_diff(&out.get(1), &fb.get(ib as i64)) < 1e-4, "{name} b@{ib}");
+        }
+        assert_eq!((ca.len(), cb.len()), (8, 4));
+        // Truncate and re-run: the same logits as the first time.
+        ca.truncate(5);
+        let again = model.prefill(&mut ca, &a[5..7]);
+        assert!(max_abs_diff(&again, &fa.narrow(0, 5, 2)) < 1e-4);
+        // token_logprobs is log_softmax at the ids.
+        let ids = Tensor::from_slice(&a[1..]);
+        let lp = token_logprobs(&fa.narrow(0, 0, 8), &ids, 0.7);
+        let want = (fa.narrow(0, 0, 8) / 0.7)
+            .log_softmax(-1, Kind::Float)
+            .gather(-1, &ids.unsqueeze(-1), false)
+            .squeeze_dim(-1);
+        assert!(max_abs_diff(&lp, &want) < 1e-6);
+    }
+}
+
+fn tensor_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut all: Vec<(String, Vec<u8>)> = weights::read_all(dir)
+        .unwrap()
+        .into_iter()
+        .map(|(k, t)| {
+            let n = t.numel();
+            let mut b = vec![0u8; n * t.kind().elt_size_in_bytes()];
+            t.copy_data_u8(&mut b, n);
+            (k, b)
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn save_load_save_is_byte_identical_and_sharded() {
+    let tmp = common::tmpdir();
+    let model = Model::load(&golden("qwen3"), Device::Cpu, Kind::Float).unwrap();
+    // Small shards force the sharded layout with an index.
+    let opts = SaveOptions { kind: Kind::Float, max_shard_bytes: 40_000 };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    model.save(&a, &opts).unwrap();
+    assert!(a.join("model.safetensors.index.json").exists());
+    assert!(weights::weight_files(&a).unwrap().len() > 1);
+    let again = Model::load(&a, Device::Cpu, Kind::Float).unwrap();
+    again.save(&b, &opts).unwrap();
+    for f in weights::weight_files(&a).unwrap() {
+        let name = f.file_name().unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), std::fs::read(b.join(name)).unwrap(), "{name:?}");
+    }
+    assert_eq!(tensor_bytes(&a), tensor_bytes(&golden("qwen3")));
+    // The written config carries the classic rope keys.
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["rope_theta"], 1000000.0);
+}
+
+#[test]
+fn strict_loading_names_tensor_and_shapes() {
+    let tmp = common::tmpdir();
+    let src = golden("llama");
+    let mut tensors: std::collections::BTreeMap<String, Tensor> =
+        weights::read_all(&src).unwrap().into_iter().collect();
+    let dir = tmp.path().join("bad");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(src.join("config.json"), dir.join("config.json")).unwrap();
+    let ok = tensors.remove("model.norm.weight").unwrap();
+    weights::write_sharded(&dir, &tensors, Kind::Float, u64::MAX).unwrap();
+    let e = format!("{:#}", Model::load(&dir, Device::Cpu, Kind::Float).err().unwrap());
+    assert!(e.contains("`model.norm.weight` is missing") && e.contains("[32]"), "{e}");
+    tensors.insert("model.norm.weight".into(), ok.narrow(0, 0, 16));
+    weights::write_sharded(&dir, &tensors, Kind::Float, u64::MAX).unwrap();
+    let e = format!("{:#}", Model::load(&dir, Device::Cpu, Kind::Float).err().unwrap());
+    assert!(e.contains("`model.norm.weight`") && e.contains("[16]") && e.contains("[32]"), "{e}");
+    // A failed reload changes nothing.
+    let mut m = Model::load(&src, Device::Cpu, Kind::Float).unwrap();
+    let before = tensor_bytes(&src);
+    assert!(m.reload(&dir).is_err());
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    m.save(&out, &SaveOptions::default()).unwrap();
+    assert_eq!(tensor_bytes(&out), before);
+}
