@@ -17,6 +17,8 @@ pub mod rng;
 pub mod sandbox;
 pub mod schema;
 pub mod tasks;
+pub mod serve;
+pub mod sync;
 pub mod tokenizer;
 pub mod tokenizer_build;
 pub mod stats;

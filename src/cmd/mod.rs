@@ -5,6 +5,8 @@ pub mod advantage;
 pub mod filter;
 pub mod reward;
 pub mod tasks;
+pub mod serve;
+pub mod sync;
 pub mod train;
 
 /// Every binary's command definition, for man pages and completions.
@@ -17,5 +19,7 @@ pub fn all() -> Vec<clap::Command> {
         reward::Args::command(),
         tasks::Args::command(),
         train::Args::command(),
+        serve::Args::command(),
+        sync::Args::command(),
     ]
 }

@@ -1,0 +1,4 @@
+//! `arl-serve`: see `arl::cmd::serve`.
+fn main() -> std::process::ExitCode {
+    arl::cli::main(arl::cmd::serve::TOOL, arl::cmd::serve::run)
+}

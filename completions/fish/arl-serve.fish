@@ -1,0 +1,16 @@
+complete -c arl-serve -l model-path -d 'Model directory (config.json, safetensors, tokenizer.json)' -r -F
+complete -c arl-serve -l tokenizer-path -d 'Tokenizer directory; default: `--model-path`' -r -F
+complete -c arl-serve -l device -d 'Device: `auto` (CUDA when available), `cpu`, `cuda`, `cuda:N`' -r
+complete -c arl-serve -l dtype -d 'Weight dtype: `auto` (float32 on CPU; the checkpoint\'s dtype, else bfloat16, on CUDA), `float32`, `bfloat16`, `float16`' -r
+complete -c arl-serve -l weight-version -d 'Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)' -r
+complete -c arl-serve -l served-model-name -d 'Model name in `/v1/models` and chat responses; default: `--model-path`' -r
+complete -c arl-serve -l scripted -d 'TEST DOUBLE: answer from a JSONL file of scripted completions (`{"completion": TEXT, "when"?: SUBSTRING}`; the entry whose `when` occurs latest in the prompt wins, else entries without `when` in turn), tokenised with the model\'s tokenizer, instead of running the model. Only the tokenizer and config of `--model-path` are read' -r -F
+complete -c arl-serve -l host -d 'Address to bind (loopback by default; `0.0.0.0` exposes the server)' -r
+complete -c arl-serve -l port -d 'Port (0 picks a free one; the bound address is printed on stderr)' -r
+complete -c arl-serve -l api-key -d 'Require `Authorization: Bearer KEY` on every route but `/health`' -r
+complete -c arl-serve -l max-body-bytes -d 'Largest request body accepted, in bytes (larger ones get HTTP 413)' -r
+complete -c arl-serve -l max-running-requests -d 'Sequences decoded together at most; more requests wait in a queue' -r
+complete -c arl-serve -l random-seed -d 'Seed for requests without `sampling_seed`; default: from the clock' -r
+complete -c arl-serve -l cpu-threads -d 'Intra-op CPU threads for libtorch; default: libtorch\'s own choice' -r
+complete -c arl-serve -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-serve -s V -l version -d 'Print version'

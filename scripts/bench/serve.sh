@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Generation throughput of arl-serve for CONC concurrent requests (continuous
+# batching, one KV cache per sequence) next to Hugging Face transformers'
+# `generate` on the same weights, batch, prompts and lengths, in the same run.
+# Both decode greedily, on CPU in float32, exactly NEW tokens per sequence
+# (ignore_eos / min_new_tokens). Prints tokens/s and the ratio arl/HF (> 1 means
+# arl is faster; target ≥ 2).
+#
+#   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 scripts/bench/serve.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MODEL=${MODEL:-testdata/tiny-model}; CONC=${CONC:-64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-32}
+DEVICE=${DEVICE:-cpu}
+PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
+export LIBTORCH_USE_PYTORCH=1 PATH="$(dirname "$PY"):$PATH"
+cargo build --release --quiet --bin arl-serve
+W=$(mktemp -d)
+LOG="$W/serve.log"
+target/release/arl-serve --model-path "$MODEL" --port 0 --device "$DEVICE" --max-running-requests "$CONC" 2>"$LOG" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$W"' EXIT
+for _ in $(seq 600); do grep -q 'listening on' "$LOG" && break; sleep 0.1; done
+URL=$(sed -n 's/^arl-serve: listening on //p' "$LOG" | head -1)
+[ -n "$URL" ] || { cat "$LOG" >&2; exit 1; }
+"$PY" scripts/bench/py/serve_bench.py "$URL" "$MODEL" "$CONC" "$NEW" "$PROMPT" "$DEVICE"

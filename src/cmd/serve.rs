@@ -1,0 +1,155 @@
+//! `arl-serve`: an SGLang-compatible inference server on tch.
+//!
+//! Input: a Hugging Face model directory (as `arl-train` reads and writes it).
+//! Output: HTTP on `--host`/`--port`; the bound address is printed on stderr
+//! (`arl-serve: listening on http://127.0.0.1:30000`). Runs until killed.
+//! Exit codes: 1 when the model cannot be loaded or the port cannot be bound;
+//! 2 usage error.
+use crate::cli::{self, EXIT_CODES_HELP};
+use crate::serve::{self, engine};
+use crate::tokenizer::Tokenizer;
+use anyhow::{Context, Result};
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub const TOOL: &str = "arl-serve";
+
+/// Serve a model over SGLang's HTTP API: /generate, weight updates, OpenAI chat with tools
+///
+/// Endpoints: `POST /generate` (text or input_ids, single or batched, `n`,
+/// log-probs, stop strings and ids, SSE streaming), `/health`,
+/// `/health_generate`, `/get_model_info`, `/get_weight_version`,
+/// `/get_server_info`, `/get_load`, `/flush_cache`, `/pause_generation`,
+/// `/continue_generation`, `/abort_request`, `/update_weights_from_disk`,
+/// `/update_weight_version`, `/v1/models` and `/v1/chat/completions` (with
+/// `tools`; tool calls parsed from the Qwen `<tool_call>` form). Concurrent
+/// requests are batched continuously (new requests join between decode steps),
+/// with a KV cache per sequence. Returned log-probs are those of the
+/// temperature-scaled distribution before top-k/top-p truncation, as
+/// `arl-train` recomputes them.
+#[derive(Debug, Parser)]
+#[command(name = "arl-serve", version, after_long_help = EXIT_CODES_HELP)]
+pub struct Args {
+    /// Model directory (config.json, safetensors, tokenizer.json)
+    #[arg(long, value_name = "DIR", help_heading = "Model")]
+    pub model_path: PathBuf,
+
+    /// Tokenizer directory; default: `--model-path`
+    #[arg(long, value_name = "DIR", help_heading = "Model")]
+    pub tokenizer_path: Option<PathBuf>,
+
+    /// Device: `auto` (CUDA when available), `cpu`, `cuda`, `cuda:N`
+    #[arg(long, default_value = "auto", value_name = "DEVICE", help_heading = "Model")]
+    pub device: String,
+
+    /// Weight dtype: `auto` (float32 on CPU; the checkpoint's dtype, else bfloat16, on CUDA),
+    /// `float32`, `bfloat16`, `float16`
+    #[arg(long, default_value = "auto", value_name = "DTYPE", help_heading = "Model")]
+    pub dtype: String,
+
+    /// Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)
+    #[arg(long, default_value = "default", value_name = "V", help_heading = "Model")]
+    pub weight_version: String,
+
+    /// Model name in `/v1/models` and chat responses; default: `--model-path`
+    #[arg(long, value_name = "NAME", help_heading = "Model")]
+    pub served_model_name: Option<String>,
+
+    /// TEST DOUBLE: answer from a JSONL file of scripted completions
+    /// (`{"completion": TEXT, "when"?: SUBSTRING}`; the entry whose `when`
+    /// occurs latest in the prompt wins, else entries without `when` in turn),
+    /// tokenised with the model's tokenizer, instead of running the model.
+    /// Only the tokenizer and config of `--model-path` are read
+    #[arg(long, value_name = "FILE", help_heading = "Model")]
+    pub scripted: Option<PathBuf>,
+
+    /// Address to bind (loopback by default; `0.0.0.0` exposes the server)
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST", help_heading = "Server")]
+    pub host: String,
+
+    /// Port (0 picks a free one; the bound address is printed on stderr)
+    #[arg(long, default_value_t = 30000, value_name = "PORT", help_heading = "Server")]
+    pub port: u16,
+
+    /// Require `Authorization: Bearer KEY` on every route but `/health`
+    #[arg(long, value_name = "KEY", help_heading = "Server")]
+    pub api_key: Option<String>,
+
+    /// Largest request body accepted, in bytes (larger ones get HTTP 413)
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES", help_heading = "Server")]
+    pub max_body_bytes: usize,
+
+    /// Sequences decoded together at most; more requests wait in a queue
+    #[arg(long, default_value_t = 128, value_name = "N", help_heading = "Scheduling")]
+    pub max_running_requests: usize,
+
+    /// Seed for requests without `sampling_seed`; default: from the clock
+    #[arg(long, value_name = "SEED", help_heading = "Scheduling")]
+    pub random_seed: Option<u64>,
+
+    /// Intra-op CPU threads for libtorch; default: libtorch's own choice
+    #[arg(long, value_name = "N", help_heading = "Scheduling")]
+    pub cpu_threads: Option<i32>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.max_running_requests == 0 {
+        return Err(cli::usage("`--max-running-requests` must be at least 1"));
+    }
+    let tok_dir = args.tokenizer_path.clone().unwrap_or_else(|| args.model_path.clone());
+    let tok = Arc::new(Tokenizer::load(&tok_dir).context("loading the tokenizer")?);
+    let eos = engine::eos_ids(&args.model_path, &tok);
+    let seed = args.random_seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    });
+    let (engine, device, dtype): (Box<dyn engine::Engine>, String, String) = match &args.scripted {
+        Some(file) => {
+            cli::warn(TOOL, format!("TEST DOUBLE: answering scripted completions from `{}`, not the model", file.display()));
+            (Box::new(engine::ScriptedEngine::load(file, &args.model_path, tok.clone())?), "none".into(), "none".into())
+        }
+        None => load_model(&args)?,
+    };
+    let model_path = args.model_path.canonicalize().unwrap_or_else(|_| args.model_path.clone()).display().to_string();
+    let cfg = serve::Config {
+        served_model_name: args.served_model_name.clone().unwrap_or_else(|| model_path.clone()),
+        tokenizer_path: tok_dir.display().to_string(),
+        model_path,
+        host: args.host.clone(),
+        port: args.port,
+        api_key: args.api_key.clone(),
+        max_running_requests: args.max_running_requests,
+        max_body_bytes: args.max_body_bytes,
+        weight_version: args.weight_version.clone(),
+        random_seed: seed,
+        context_len: engine.context_len(),
+        vocab_size: engine.vocab_size(),
+        device,
+        dtype,
+        scripted: args.scripted.as_ref().map(|p| p.display().to_string()),
+        quiet: false,
+    };
+    serve::serve(cfg, engine, tok, eos)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "torch")]
+fn load_model(args: &Args) -> Result<(Box<dyn engine::Engine>, String, String)> {
+    use crate::serve::tch_engine;
+    if let Some(n) = args.cpu_threads {
+        tch::set_num_threads(n);
+    }
+    let device = tch_engine::parse_device(&args.device).map_err(|e| cli::usage(e.to_string()))?;
+    let kind = tch_engine::parse_dtype(&args.dtype, device, &args.model_path).map_err(|e| cli::usage(e.to_string()))?;
+    let e = tch_engine::TchEngine::load(&args.model_path, device, kind)?;
+    Ok((Box::new(e), format!("{device:?}"), format!("{kind:?}")))
+}
+
+#[cfg(not(feature = "torch"))]
+fn load_model(_args: &Args) -> Result<(Box<dyn engine::Engine>, String, String)> {
+    Err(cli::hint(
+        anyhow::anyhow!("this arl-serve was built without the `torch` feature: it cannot run a model"),
+        "rebuild with the default features, or pass `--scripted FILE` for the test double",
+    ))
+}

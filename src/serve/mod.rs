@@ -1,0 +1,71 @@
+//! `arl-serve`'s server: SGLang's HTTP API (reference/protocols.md §1–2) over
+//! a continuous-batching scheduler on the shared model code.
+//!
+//! * `http`: the axum routes, request validation and SGLang's wire shapes.
+//! * `scheduler`: the thread that owns the engine and batches sequences.
+//! * `sampling`: greedy / top-k / top-p / min-p draws from log-prob rows.
+//! * `engine`: the interface to a model, and the `--scripted` test double.
+//! * `tch_engine`: the libtorch engine over `crate::model` (feature `torch`).
+//! * `chat`: `/v1/chat/completions` prompt rendering and Qwen tool-call parsing.
+pub mod chat;
+pub mod engine;
+pub mod http;
+pub mod sampling;
+pub mod scheduler;
+#[cfg(feature = "torch")]
+pub mod tch_engine;
+
+use crate::tokenizer::Tokenizer;
+use anyhow::{Context, Result};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
+
+/// Everything the server needs besides the engine.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub model_path: String,
+    pub tokenizer_path: String,
+    pub served_model_name: String,
+    pub host: String,
+    pub port: u16,
+    pub api_key: Option<String>,
+    pub max_running_requests: usize,
+    pub max_body_bytes: usize,
+    pub weight_version: String,
+    pub random_seed: u64,
+    pub context_len: usize,
+    pub vocab_size: usize,
+    pub device: String,
+    pub dtype: String,
+    /// `--scripted` file, when the test double answers.
+    pub scripted: Option<String>,
+    pub quiet: bool,
+}
+
+/// Starts the scheduler thread and serves HTTP until the process is killed.
+/// Prints `listening on http://HOST:PORT` on stderr once bound (port 0 picks a free port).
+pub fn serve(cfg: Config, engine: Box<dyn engine::Engine>, tok: Arc<Tokenizer>, eos: Vec<u32>) -> Result<()> {
+    let shared = Arc::new(scheduler::Shared {
+        weight_version: Mutex::new(cfg.weight_version.clone()),
+        model_path: Mutex::new(cfg.model_path.clone()),
+        running: AtomicUsize::new(0),
+        waiting: AtomicUsize::new(0),
+        paused: AtomicBool::new(false),
+    });
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let sched = scheduler::Scheduler::new(engine, tok.clone(), eos, shared.clone(), rx, cfg.max_running_requests, cfg.random_seed);
+    std::thread::Builder::new().name("arl-scheduler".into()).spawn(move || sched.run()).context("starting the scheduler thread")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the HTTP runtime")?;
+    rt.block_on(async move {
+        let addr = format!("{}:{}", cfg.host, cfg.port);
+        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
+        let local = listener.local_addr()?;
+        eprintln!("arl-serve: listening on http://{local}");
+        let state = Arc::new(http::AppState::new(cfg, tx, shared, tok, local.port()));
+        axum::serve(listener, http::router(state)).await.context("HTTP server")
+    })
+}
