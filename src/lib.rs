@@ -2,6 +2,7 @@
 //!
 //! The binaries in `bin/` are thin mains; the work lives here. See
 //! `src/README.md` for what each module is for.
+pub mod chat;
 pub mod cli;
 pub mod cmd;
 pub mod dataset;
