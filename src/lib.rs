@@ -10,8 +10,10 @@ pub mod docs;
 pub mod io;
 pub mod record;
 pub mod rng;
+pub mod rollout;
 pub mod schema;
 pub mod tokenizer;
+pub mod tools;
 pub mod stats;
 
 pub use record::{Record, Status};
