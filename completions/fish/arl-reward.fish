@@ -1,0 +1,45 @@
+complete -c arl-reward -l rm -d 'Reward function' -r -f -a "math\t'Last `\\boxed{}` or `Answer:` line, normalised, compared by value; hedged answers score 0'
+exact\t'The answer part equals the label (or one of a list of labels)'
+f1\t'SQuAD token F1 of the answer part against the label(s)'
+regex\t'`--weight` when the response matches `--pattern` (a format reward)'
+code\t'Run the last fenced code block against the label\'s tests in the sandbox; fraction passed'
+remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
+cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
+complete -c arl-reward -l map -d 'With `--rm auto`: route `data_source` SRC to reward NAME (repeatable)' -r
+complete -c arl-reward -l default-rm -d 'With `--rm auto`: the reward for a `data_source` not in the mapping (default: none, such records are errors)' -r -f -a "math\t'Last `\\boxed{}` or `Answer:` line, normalised, compared by value; hedged answers score 0'
+exact\t'The answer part equals the label (or one of a list of labels)'
+f1\t'SQuAD token F1 of the answer part against the label(s)'
+regex\t'`--weight` when the response matches `--pattern` (a format reward)'
+code\t'Run the last fenced code block against the label\'s tests in the sandbox; fraction passed'
+remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
+cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
+complete -c arl-reward -l tolerance -d 'math: relative tolerance for numbers (0 = exact comparison of rationals)' -r
+complete -c arl-reward -l pattern -d 'regex: the pattern (Rust regex syntax)' -r
+complete -c arl-reward -l weight -d 'regex: the reward for a match' -r
+complete -c arl-reward -l test-timeout -d 'code: time limit of one test or one stdin/stdout case, seconds' -r
+complete -c arl-reward -l memory-mb -d 'code: memory limit of the sandbox (address space), MiB' -r
+complete -c arl-reward -l sandbox-fusion-url -d 'code: run tests in a SandboxFusion server (base URL or the full `/run_code` URL) instead of the local sandbox' -r
+complete -c arl-reward -l concurrency -d 'Records (or sandboxes) scored at once, for rewards that wait (code, remote)' -r
+complete -c arl-reward -l url -d 'remote: the scorer\'s URL' -r
+complete -c arl-reward -l timeout -d 'remote (and SandboxFusion): timeout of one request, seconds' -r
+complete -c arl-reward -l retries -d 'remote (and SandboxFusion): attempts per request (transport errors and HTTP 5xx are retried)' -r
+complete -c arl-reward -l cmd -d 'cmd: the program, run with `sh -c`' -r
+complete -c arl-reward -l max-response-len -d 'DAPO soft overlong punishment: the response length limit, tokens (`len(tokens) - prompt_len`); off when not given' -r
+complete -c arl-reward -l overlong-buffer -d 'DAPO: the penalty grows linearly over the last TOKENS before `--max-response-len`' -r
+complete -c arl-reward -l overlong-penalty-factor -d 'DAPO: the penalty at and beyond `--max-response-len`' -r
+complete -c arl-reward -l format-bonus -d 'Format bonus: added when the response matches `--format-pattern`' -r
+complete -c arl-reward -l format-pattern -d 'Format bonus: the pattern (e.g. `(?s)<think>.*</think>.*\\\\boxed`)' -r
+complete -c arl-reward -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
+complete -c arl-reward -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
+skip\t'Keep going; put every bad record in the `--rejects` file'"
+complete -c arl-reward -l rejects -d 'File that receives every bad record (the original line verbatim for JSONL, the row as JSON for Parquet) when `--on-error skip`' -r -F
+complete -c arl-reward -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
+complete -c arl-reward -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
+parquet\t''"
+complete -c arl-reward -l explain -d 'Print to stderr, per record, a short account of why it got its reward'
+complete -c arl-reward -l by-group -d 'cmd: send one group (records sharing `prompt_id`) per line as a JSON array; the program answers one JSON array of rewards per group'
+complete -c arl-reward -s q -l quiet -d 'No progress bar and no summary on stderr'
+complete -c arl-reward -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-reward -s V -l version -d 'Print version'
