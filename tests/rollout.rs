@@ -173,7 +173,7 @@ fn calculator_episodes_turn_by_turn() {
         t.path(),
         "arl-rollout",
         &["--endpoint", &url, "--tokenizer", "model", "-n", "2", "--tools", "calculator", "--tool", "echo=cat", "--max-turns", "3",
-          "--env-config", "envs.json", "--concurrency", "4"],
+          "--env-config", "envs.json", "--concurrency", "4", "--rm", "exact"],
         input.as_bytes(),
     )
     .ok();
@@ -192,6 +192,7 @@ fn calculator_episodes_turn_by_turn() {
     assert_eq!(calc["finish_reason"], "stop");
     assert_eq!(calc["metadata"]["tool_errors"], 0);
     assert_eq!(calc["label"], "x", "fields rollout does not own pass through");
+    assert_eq!((calc["reward"].as_f64(), calc["reward_detail"]["rm"].as_str()), (Some(0.0), Some("exact")), "inline --rm");
     // The prompt: rendered once, with the calculator and echo definitions in the system turn.
     let tokens: Vec<u32> = serde_json::from_value(calc["tokens"].clone()).unwrap();
     let pl = calc["prompt_len"].as_u64().unwrap() as usize;
@@ -315,6 +316,13 @@ fn python_tool_episode_stateful() {
     );
     assert_eq!((rec["turns"].as_u64(), rec["tool_calls"].as_u64(), rec["metadata"]["tool_errors"].as_u64()), (Some(3), Some(2), Some(0)));
     check_token_exactness(&recs, &stub.state.log.lock().unwrap());
+    // The local sandbox (namespaces, rlimits), one interpreter per episode.
+    let r = run_in(t.path(), "arl-rollout", &["--endpoint", url.as_str(), "--tokenizer", "model", "--tools", "python", "--python-stateful", "-q", "-n", "2"],
+        prompts_jsonl(&["python"]).as_bytes()).ok();
+    for rec in jsonl(&r.stdout) {
+        assert!(rec["response"].as_str().unwrap().contains(&tool_turn("43\n")), "{rec}");
+        assert_eq!(rec["metadata"]["tool_errors"], 0);
+    }
     // Stateless: the second call does not see `x`.
     let r = run_in(t.path(), "arl-rollout", &base, prompts_jsonl(&["python"]).as_bytes()).ok();
     let rec = &jsonl(&r.stdout)[0];

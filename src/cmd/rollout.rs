@@ -126,15 +126,19 @@ pub struct Args {
     #[arg(long = "tool", value_name = "NAME=COMMAND", help_heading = "Tools")]
     pub external: Vec<String>,
     /// JSON file with OpenAI tool definitions (a list) for `--tool`s, replacing
-    /// their default schema (one string argument `input`)
+    /// their default schema (an object with any arguments)
     #[arg(long, value_name = "FILE", help_heading = "Tools")]
     pub tool_spec: Option<PathBuf>,
     /// MCP server over stdio (`sh -c COMMAND`); all its tools are offered; repeatable
     #[arg(long, value_name = "COMMAND", help_heading = "Tools")]
     pub mcp: Vec<String>,
-    /// SandboxFusion URL for the `python` tool (e.g. http://127.0.0.1:8080)
+    /// SandboxFusion URL for the `python` tool (e.g. http://127.0.0.1:8080);
+    /// default: the local sandbox (Linux namespaces, rlimits; see `arl-reward`)
     #[arg(long, value_name = "URL", help_heading = "Tools")]
     pub sandbox_url: Option<String>,
+    /// Most local sandbox runs at once; default: the number of CPUs
+    #[arg(long, value_name = "N", help_heading = "Tools")]
+    pub sandbox_concurrency: Option<usize>,
     /// `python` keeps variables across calls within an episode, like a notebook kernel
     #[arg(long, help_heading = "Tools")]
     pub python_stateful: bool,
@@ -152,6 +156,12 @@ pub struct Args {
     /// Shuffle seed (with `--batch-size`)
     #[arg(long, default_value_t = 0, value_name = "S", help_heading = "Dataset walk")]
     pub seed: u64,
+
+    /// Score each trajectory inline with a rule reward of `arl-reward` (`math`,
+    /// `exact`, `f1`), for single-process use; piping into `arl-reward` is the
+    /// general form (sandboxed code tests, remote and plug-in rewards, shaping)
+    #[arg(long, value_name = "NAME", value_parser = ["math", "exact", "f1"], help_heading = "Reward")]
+    pub rm: Option<String>,
 
     /// Over-sampling: stop when N groups are complete and abort the remaining
     /// requests (`/abort_request`); unfinished groups are not written

@@ -66,15 +66,22 @@ fn build_registry(args: &Args) -> Result<Registry> {
         match t.as_str() {
             "calculator" => reg.add(Tool { name: t.clone(), definition: tools::calculator_def(), imp: ToolImpl::Calculator })?,
             "python" => {
-                let url = args.sandbox_url.clone().ok_or_else(|| {
-                    cli::hint(
-                        cli::usage("the `python` tool needs a sandbox"),
-                        "pass `--sandbox-url http://HOST:8080` (SandboxFusion); the local sandbox comes with the `reward` branch",
-                    )
-                })?;
+                let limits = crate::sandbox::Limits { timeout, ..Default::default() };
+                let sandbox = match &args.sandbox_url {
+                    Some(url) => crate::sandbox::Sandbox::new(
+                        crate::sandbox::Backend::Remote(crate::sandbox::remote::RemoteConfig::new(url, 3)?),
+                        limits,
+                        args.concurrency,
+                    ),
+                    None => crate::sandbox::Sandbox::local(
+                        limits,
+                        args.sandbox_concurrency.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())),
+                    ),
+                };
                 let py = tools::python::Python {
-                    url,
+                    sandbox,
                     stateful: args.python_stateful,
+                    remote_url: args.sandbox_url.clone(),
                     run_timeout: timeout,
                     http: reqwest::Client::builder().build().context("HTTP client")?,
                 };
@@ -202,37 +209,47 @@ pub fn run(args: Args) -> Result<ExitCode> {
     sampling.insert("spaces_between_special_tokens".into(), json!(false));
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
-    rt.block_on(async move {
-        let mut registry = build_registry(&args)?;
-        let mut default_tools: Vec<String> = registry.tools.iter().map(|t| t.name.clone()).collect();
-        for cmd in &args.mcp {
-            let c = Arc::new(tools::mcp::McpClient::start(cmd, Duration::from_secs_f64(args.tool_timeout)).await?);
-            for (name, def) in c.list_tools().await.with_context(|| format!("MCP server `{cmd}`: tools/list"))? {
-                default_tools.push(name.clone());
-                registry.add(Tool { name, definition: def, imp: ToolImpl::Mcp(c.clone()) })?;
-            }
+    // Built outside the runtime: the sandbox's SandboxFusion client is a
+    // blocking reqwest client, which must not be created or dropped in async code.
+    let mut registry = build_registry(&args)?;
+    let mut default_tools: Vec<String> = registry.tools.iter().map(|t| t.name.clone()).collect();
+    for cmd in &args.mcp {
+        let timeout = Duration::from_secs_f64(args.tool_timeout);
+        let (c, list) = rt.block_on(async {
+            let c = Arc::new(tools::mcp::McpClient::start(cmd, timeout).await?);
+            let list = c.list_tools().await.with_context(|| format!("MCP server `{cmd}`: tools/list"))?;
+            anyhow::Ok((c, list))
+        })?;
+        for (name, def) in list {
+            default_tools.push(name.clone());
+            registry.add(Tool { name, definition: def, imp: ToolImpl::Mcp(c.clone()) })?;
         }
-        let base_env = env::Env {
-            name: "default".into(),
-            definitions: env::definitions(&default_tools, &registry)?,
-            tools: default_tools,
-            max_turns: args.max_turns,
-            max_response_len: args.max_response_len,
-            max_tool_output: args.max_tool_output,
-        };
-        let envs = env::Envs::new(base_env, env_config.as_ref(), &registry)?;
-        let shared = Arc::new(Shared {
-            client,
-            tokenizer: tokenizer.clone(),
-            template,
-            tools: registry,
-            eos_id,
-            eos_text,
-            max_new_tokens: args.max_new_tokens,
-            sampling,
-        });
-        drive(args, shared, envs, out_path).await
-    })
+    }
+    let base_env = env::Env {
+        name: "default".into(),
+        definitions: env::definitions(&default_tools, &registry)?,
+        tools: default_tools,
+        max_turns: args.max_turns,
+        max_response_len: args.max_response_len,
+        max_tool_output: args.max_tool_output,
+    };
+    let envs = env::Envs::new(base_env, env_config.as_ref(), &registry)?;
+    let shared = Arc::new(Shared {
+        client,
+        tokenizer: tokenizer.clone(),
+        template,
+        tools: registry,
+        eos_id,
+        eos_text,
+        max_new_tokens: args.max_new_tokens,
+        sampling,
+    });
+    let res = rt.block_on(drive(args, shared.clone(), envs, out_path));
+    // Tasks still holding `shared` (aborted groups) go with the runtime; the
+    // last reference is dropped here, outside async code.
+    drop(rt);
+    drop(shared);
+    res
 }
 
 async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Option<std::path::PathBuf>) -> Result<ExitCode> {
@@ -323,6 +340,14 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
     let mut tool_calls = 0u64;
     let mut tool_errors = 0u64;
     let mut statuses: HashMap<&'static str, u64> = HashMap::new();
+    let spec = args.rm.as_deref().map(|name| {
+        crate::reward::Spec::new(match name {
+            "math" => crate::reward::Rm::Math(Default::default()),
+            "exact" => crate::reward::Rm::Exact,
+            _ => crate::reward::Rm::F1,
+        })
+    });
+    let (mut reward_sum, mut reward_n) = (0f64, 0u64);
 
     if target.is_some_and(|t| written >= t) {
         next_job = None;
@@ -333,7 +358,19 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
             Some(res) = rx.recv() => {
                 running -= 1;
                 match res {
-                    Ok(recs) => {
+                    Ok(mut recs) => {
+                        if let Some(spec) = &spec {
+                            for r in recs.iter_mut() {
+                                // A record that cannot be scored (no label) keeps no reward;
+                                // arl-reward downstream would reject it with the reason.
+                                if let Ok(s) = crate::reward::score(spec, r) {
+                                    r.reward = Some(s.reward);
+                                    r.reward_detail = Some(s.detail);
+                                    reward_sum += s.reward as f64;
+                                    reward_n += 1;
+                                }
+                            }
+                        }
                         for r in &recs {
                             tool_calls += r.tool_calls.unwrap_or(0) as u64;
                             tool_errors += r.meta("tool_errors").and_then(Value::as_u64).unwrap_or(0);
@@ -343,7 +380,12 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
                         written += 1;
                         pb.set_position(written);
                         let secs = started.elapsed().as_secs_f64().max(1e-3);
-                        pb.set_message(format!("groups, {:.0} tok/s", shared.client.stats.generated_tokens.load(Ordering::Relaxed) as f64 / secs));
+                        let tps = shared.client.stats.generated_tokens.load(Ordering::Relaxed) as f64 / secs;
+                        pb.set_message(if reward_n > 0 {
+                            format!("groups, {tps:.0} tok/s, mean reward {:.3}", reward_sum / reward_n as f64)
+                        } else {
+                            format!("groups, {tps:.0} tok/s")
+                        });
                         if target.is_some_and(|t| written >= t) {
                             stopped_early = next_job.is_some() || running > 0;
                             break;
@@ -379,7 +421,7 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
         let mut status_list: Vec<_> = statuses.iter().map(|(k, v)| format!("{v} {k}")).collect();
         status_list.sort();
         eprintln!(
-            "{TOOL}: {} groups written ({} resumed), trajectories: {}; {} requests, {} retries, {} aborted; {} tool calls ({} errors); {} tokens generated in {:.1}s",
+            "{TOOL}: {} groups written ({} resumed), trajectories: {}; {} requests, {} retries, {} aborted; {} tool calls ({} errors); {} tokens generated in {:.1}s{}",
             written,
             resumed,
             if status_list.is_empty() { "none".to_string() } else { status_list.join(", ") },
@@ -389,7 +431,8 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
             tool_calls,
             tool_errors,
             st.generated_tokens.load(Ordering::Relaxed),
-            secs
+            secs,
+            if reward_n > 0 { format!("; mean reward {:.4} over {reward_n}", reward_sum / reward_n as f64) } else { String::new() }
         );
     }
     if let Some(e) = failure {

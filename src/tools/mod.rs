@@ -27,9 +27,12 @@ impl ToolOutput {
 }
 
 /// Per-episode tool state (the `--python-stateful` notebook's cells).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct EpisodeState {
+    /// `--python-stateful` against SandboxFusion: the cells run so far.
     pub python_cells: Vec<String>,
+    /// `--python-stateful` with the local sandbox: the episode's interpreter.
+    pub python_session: Option<Arc<std::sync::Mutex<crate::sandbox::Session>>>,
 }
 
 pub enum ToolImpl {
