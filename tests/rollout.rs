@@ -508,3 +508,62 @@ fn dataset_walk_is_deterministic_and_suffixes_epochs() {
     epoch0.sort();
     assert_eq!(epoch0, vec!["p0", "p1", "p2", "p3", "p4"]);
 }
+
+/// A STAND-IN for sgl-router (not the real one: PyPI `sglang-router` is not
+/// installed here): forwards `/generate` round-robin to its workers, lists them
+/// at `GET /workers`, and, like the real router, does not forward `/abort_request`.
+fn fake_router(workers: Vec<String>) -> (tokio::runtime::Runtime, String) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let http = reqwest::Client::new();
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let list = workers.clone();
+    let app = axum::Router::new()
+        .route(
+            "/generate",
+            axum::routing::post(move |b: axum::Json<Value>| {
+                let (http, workers, next) = (http.clone(), workers.clone(), next.clone());
+                async move {
+                    let w = &workers[next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % workers.len()];
+                    let v: Value = http.post(format!("{w}/generate")).json(&b.0).send().await.unwrap().json().await.unwrap();
+                    axum::Json(v)
+                }
+            }),
+        )
+        .route(
+            "/workers",
+            axum::routing::get(move || {
+                let list = list.clone();
+                async move { axum::Json(json!({"workers": list.iter().map(|u| json!({"url": u})).collect::<Vec<_>>(), "total": list.len()})) }
+            }),
+        );
+    rt.spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (rt, url)
+}
+
+#[test]
+fn router_target_groups_aborts_reach_every_worker() {
+    let t = tmpdir();
+    let model = t.path().join("model");
+    write_model_dir(&model, QWEN25_TEMPLATE);
+    let (w1, w2) = (StubSglang::start(&model), StubSglang::start(&model));
+    let (_rt, router) = fake_router(vec![w1.url(), w2.url()]);
+    let scripts = ["plain", "slow", "calc", "slow"];
+    let r = run_in(
+        t.path(),
+        "arl-rollout",
+        &["--router", &router, "--tokenizer", "model", "-n", "2", "--tools", "calculator", "--target-groups", "2"],
+        prompts_jsonl(&scripts).as_bytes(),
+    )
+    .ok();
+    let mut ids: Vec<_> = group_ids(&jsonl(&r.stdout)).keys().cloned().collect();
+    ids.sort();
+    assert_eq!(ids, vec!["p0", "p2"], "{}", r.stderr);
+    // 4 slow requests, each abort sent to both workers (the router does not forward them).
+    let (a1, a2) = (w1.state.aborted.lock().unwrap().clone(), w2.state.aborted.lock().unwrap().clone());
+    assert_eq!((a1.len(), a2.len()), (4, 4), "{a1:?} {a2:?}");
+    assert!(w1.state.requests.load(std::sync::atomic::Ordering::Relaxed) > 0 && w2.state.requests.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
