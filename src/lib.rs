@@ -3,6 +3,7 @@
 //! The binaries in `bin/` are thin mains; the work lives here. See
 //! `src/README.md` for what each module is for.
 pub mod advantage;
+pub mod chat;
 pub mod cli;
 pub mod cmd;
 pub mod dataset;
@@ -14,6 +15,7 @@ pub mod model;
 pub mod record;
 pub mod reward;
 pub mod rng;
+pub mod rollout;
 pub mod sandbox;
 pub mod schema;
 pub mod tasks;
@@ -21,6 +23,7 @@ pub mod serve;
 pub mod sync;
 pub mod tokenizer;
 pub mod tokenizer_build;
+pub mod tools;
 pub mod stats;
 pub mod train;
 

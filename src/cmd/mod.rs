@@ -3,6 +3,7 @@
 pub mod inspect;
 pub mod advantage;
 pub mod filter;
+pub mod rollout;
 pub mod reward;
 pub mod tasks;
 pub mod serve;
@@ -21,5 +22,6 @@ pub fn all() -> Vec<clap::Command> {
         train::Args::command(),
         serve::Args::command(),
         sync::Args::command(),
+        rollout::Args::command(),
     ]
 }

@@ -1,0 +1,49 @@
+complete -c arl-rollout -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
+complete -c arl-rollout -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
+skip\t'Keep going; put every bad record in the `--rejects` file'"
+complete -c arl-rollout -l rejects -d 'File that receives every bad record (the original line verbatim for JSONL, the row as JSON for Parquet) when `--on-error skip`' -r -F
+complete -c arl-rollout -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
+complete -c arl-rollout -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
+parquet\t''"
+complete -c arl-rollout -l prompt-key -d 'Column holding the prompt (text or chat messages); dots reach into objects' -r
+complete -c arl-rollout -l label-key -d 'Column holding the ground truth; default: `label`, else `reward_model.ground_truth`' -r
+complete -c arl-rollout -l endpoint -d 'SGLang server URL; repeat for several (groups are spread over them, least-loaded first; a group\'s turns stay on one server for prefix-cache reuse). Default: http://127.0.0.1:30000' -r
+complete -c arl-rollout -l router -d 'An sgl-router URL instead of `--endpoint`s: requests go through it; aborts go to every worker it lists (`GET /workers`, else `/list_workers`)' -r
+complete -c arl-rollout -l api-key -d 'Sent as `Authorization: Bearer KEY`' -r
+complete -c arl-rollout -l concurrency -d 'Most `/generate` requests in flight at once' -r
+complete -c arl-rollout -l request-timeout -d 'Timeout of one `/generate` request, in seconds' -r
+complete -c arl-rollout -l max-retries -d 'Retries of a failed request (connection error, timeout, HTTP 408/429/5xx) before the run fails' -r
+complete -c arl-rollout -l retry-backoff -d 'First retry delay in seconds; doubles per retry, capped at 10 s' -r
+complete -c arl-rollout -l tokenizer -d 'Model or tokenizer directory: `tokenizer.json` and `tokenizer_config.json` (its `chat_template`, `eos_token`)' -r -F
+complete -c arl-rollout -l system -d 'System message put first when a prompt has none' -r
+complete -c arl-rollout -s n -l n-samples-per-prompt -d 'Samples per prompt (the group size)' -r
+complete -c arl-rollout -l temperature -d 'Sampling temperature' -r
+complete -c arl-rollout -l top-p -d 'Nucleus sampling threshold' -r
+complete -c arl-rollout -l top-k -d 'Top-k sampling; -1 = whole vocabulary' -r
+complete -c arl-rollout -l max-new-tokens -d 'Most new tokens per turn; default: what is left of `--max-response-len`' -r
+complete -c arl-rollout -l stop -d 'Stop string (repeatable)' -r
+complete -c arl-rollout -l stop-token-ids -d 'Stop token id (repeatable)' -r
+complete -c arl-rollout -l max-turns -d 'Most generation turns per episode' -r
+complete -c arl-rollout -l max-response-len -d 'Most response tokens per episode, tool tokens included' -r
+complete -c arl-rollout -l max-tool-output -d 'Most characters of one tool output; longer ones are cut in the middle' -r
+complete -c arl-rollout -l env-config -d 'Per-record environments (JSON): named tool sets and limits, chosen by a record\'s `metadata.env` or its `data_source` (see `arl::rollout::env`)' -r -F
+complete -c arl-rollout -l tools -d 'Built-in tools to offer, comma-separated: `calculator`, `python`' -r
+complete -c arl-rollout -l tool -d 'External tool: `sh -c COMMAND` gets `{"name", "arguments"}` as JSON on stdin and answers on stdout (`{"content": …}` or plain text); repeatable' -r
+complete -c arl-rollout -l tool-spec -d 'JSON file with OpenAI tool definitions (a list) for `--tool`s, replacing their default schema (an object with any arguments)' -r -F
+complete -c arl-rollout -l mcp -d 'MCP server over stdio (`sh -c COMMAND`); all its tools are offered; repeatable' -r
+complete -c arl-rollout -l sandbox-url -d 'SandboxFusion URL for the `python` tool (e.g. http://127.0.0.1:8080); default: the local sandbox (Linux namespaces, rlimits; see `arl-reward`)' -r
+complete -c arl-rollout -l sandbox-concurrency -d 'Most local sandbox runs at once; default: the number of CPUs' -r
+complete -c arl-rollout -l tool-timeout -d 'Timeout of one tool call, in seconds' -r
+complete -c arl-rollout -l batch-size -d 'Take the K-th batch of N prompts of a seeded shuffle, epoch after epoch (`prompt_id@<epoch>` from the second epoch on); default: every prompt once, in order' -r
+complete -c arl-rollout -l step -d 'Which batch (with `--batch-size`), counted from 0' -r
+complete -c arl-rollout -l seed -d 'Shuffle seed (with `--batch-size`)' -r
+complete -c arl-rollout -l rm -d 'Score each trajectory inline with a rule reward of `arl-reward` (`math`, `exact`, `f1`), for single-process use; piping into `arl-reward` is the general form (sandboxed code tests, remote and plug-in rewards, shaping)' -r -f -a "math\t''
+exact\t''
+f1\t''"
+complete -c arl-rollout -l target-groups -d 'Over-sampling: stop when N groups are complete and abort the remaining requests (`/abort_request`); unfinished groups are not written' -r
+complete -c arl-rollout -s q -l quiet -d 'No progress bar and no summary on stderr'
+complete -c arl-rollout -l resume -d 'Continue an interrupted run: keep the complete groups of `-o FILE`\'s `FILE.partial` (or of FILE) and skip their `prompt_id`s'
+complete -c arl-rollout -l no-chat-template -d 'Tokenise the prompt text as is, without the chat template (no tools)'
+complete -c arl-rollout -l python-stateful -d '`python` keeps variables across calls within an episode, like a notebook kernel'
+complete -c arl-rollout -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-rollout -s V -l version -d 'Print version'

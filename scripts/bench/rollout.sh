@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Client cost of rollout: arl-rollout next to a Python asyncio + aiohttp client
+# (slime's way), against the same zero-latency SGLang-shaped server (a real HTTP
+# server answering one canned /generate body, so the clients are what is
+# measured), same requests and concurrency, in the same run. Prints requests/s
+# and client CPU time (user + sys) per request for both, and the ratios.
+# Targets (issue 7): ≥ 5× less CPU per request, no lower requests/s.
+#
+#   N=20000 CONCURRENCY=64 OUT_TOKENS=64 scripts/bench/rollout.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+N=${N:-10000}; CONCURRENCY=${CONCURRENCY:-64}; OUT_TOKENS=${OUT_TOKENS:-64}
+PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
+cargo build --release --quiet --no-default-features --bin arl-rollout
+"$PY" scripts/bench/py/rollout_bench.py target/release/arl-rollout "$N" "$CONCURRENCY" "$OUT_TOKENS"

@@ -1,0 +1,174 @@
+//! `arl-rollout`: prompt records in, trajectory records out, driving an
+//! SGLang-compatible server and the environment (tools, sandbox) through
+//! multi-turn episodes. See [`crate::rollout`] for how it works.
+//!
+//! Reads prompt records (arl-tasks output, slime JSONL, verl Parquet); writes
+//! one trajectory record per sample (DESIGN.md §3), a group (all `-n` samples
+//! of a prompt) at a time as each completes. Exit codes: see [`crate::cli::exit`].
+use crate::cli::{InputArgs, OutputArgs, EXIT_CODES_HELP};
+use crate::dataset::DatasetArgs;
+use anyhow::Result;
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub const TOOL: &str = "arl-rollout";
+
+/// Multi-turn agent rollouts against SGLang-compatible servers, with tools
+///
+/// Each prompt is rendered once with the model's chat template (tool
+/// definitions in the system turn) and sampled `-n` times. Every episode is
+/// token-in/token-out: generated ids are appended exactly as the server
+/// returned them (`loss_mask` 1, log-probs from `output_token_logprobs`);
+/// `<tool_call>{…}</tool_call>` blocks in a turn are run concurrently and the
+/// template's tool-response turn is appended as tokens (`loss_mask` 0). An
+/// episode ends when the model stops without a tool call (`completed`), or at
+/// `--max-turns` / `--max-response-len` (`truncated`).
+///
+/// Output: JSONL on stdout, streamed a group at a time; with `-o FILE` the
+/// groups go to `FILE.partial` (flushed per group) and FILE appears when the
+/// run is complete (`.parquet` → Parquet). `--resume` continues from `FILE.partial`.
+///
+/// Example: arl-rollout -i gsm8k.parquet --endpoint http://127.0.0.1:30000 --tokenizer ckpt/step-41 -n 8 --tools calculator
+#[derive(Debug, Parser)]
+#[command(name = "arl-rollout", version, after_long_help = EXIT_CODES_HELP)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+
+    /// Continue an interrupted run: keep the complete groups of `-o FILE`'s
+    /// `FILE.partial` (or of FILE) and skip their `prompt_id`s
+    #[arg(long, help_heading = "Output")]
+    pub resume: bool,
+
+    /// SGLang server URL; repeat for several (groups are spread over them,
+    /// least-loaded first; a group's turns stay on one server for prefix-cache
+    /// reuse). Default: http://127.0.0.1:30000
+    #[arg(long, value_name = "URL", help_heading = "Server")]
+    pub endpoint: Vec<String>,
+    /// An sgl-router URL instead of `--endpoint`s: requests go through it; aborts
+    /// go to every worker it lists (`GET /workers`, else `/list_workers`)
+    #[arg(long, value_name = "URL", conflicts_with = "endpoint", help_heading = "Server")]
+    pub router: Option<String>,
+    /// Sent as `Authorization: Bearer KEY`
+    #[arg(long, env = "ARL_API_KEY", value_name = "KEY", hide_env_values = true, help_heading = "Server")]
+    pub api_key: Option<String>,
+    /// Most `/generate` requests in flight at once
+    #[arg(long, default_value_t = 64, value_name = "N", help_heading = "Server")]
+    pub concurrency: usize,
+    /// Timeout of one `/generate` request, in seconds
+    #[arg(long, default_value_t = 600.0, value_name = "SECS", help_heading = "Server")]
+    pub request_timeout: f64,
+    /// Retries of a failed request (connection error, timeout, HTTP 408/429/5xx)
+    /// before the run fails
+    #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Server")]
+    pub max_retries: u32,
+    /// First retry delay in seconds; doubles per retry, capped at 10 s
+    #[arg(long, default_value_t = 0.5, value_name = "SECS", help_heading = "Server")]
+    pub retry_backoff: f64,
+
+    /// Model or tokenizer directory: `tokenizer.json` and `tokenizer_config.json`
+    /// (its `chat_template`, `eos_token`)
+    #[arg(long, value_name = "DIR", help_heading = "Model")]
+    pub tokenizer: PathBuf,
+    /// System message put first when a prompt has none
+    #[arg(long, value_name = "TEXT", help_heading = "Model")]
+    pub system: Option<String>,
+    /// Tokenise the prompt text as is, without the chat template (no tools)
+    #[arg(long, help_heading = "Model")]
+    pub no_chat_template: bool,
+
+    /// Samples per prompt (the group size)
+    #[arg(short = 'n', long = "n-samples-per-prompt", default_value_t = 1, value_name = "N", help_heading = "Sampling")]
+    pub n_samples_per_prompt: u32,
+    /// Sampling temperature
+    #[arg(long, default_value_t = 1.0, value_name = "T", help_heading = "Sampling")]
+    pub temperature: f64,
+    /// Nucleus sampling threshold
+    #[arg(long, default_value_t = 1.0, value_name = "P", help_heading = "Sampling")]
+    pub top_p: f64,
+    /// Top-k sampling; -1 = whole vocabulary
+    #[arg(long, default_value_t = -1, value_name = "K", allow_hyphen_values = true, help_heading = "Sampling")]
+    pub top_k: i64,
+    /// Most new tokens per turn; default: what is left of `--max-response-len`
+    #[arg(long, value_name = "N", help_heading = "Sampling")]
+    pub max_new_tokens: Option<u32>,
+    /// Stop string (repeatable)
+    #[arg(long, value_name = "TEXT", help_heading = "Sampling")]
+    pub stop: Vec<String>,
+    /// Stop token id (repeatable)
+    #[arg(long, value_name = "ID", help_heading = "Sampling")]
+    pub stop_token_ids: Vec<u32>,
+
+    /// Most generation turns per episode
+    #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Episode")]
+    pub max_turns: u32,
+    /// Most response tokens per episode, tool tokens included
+    #[arg(long, default_value_t = 4096, value_name = "N", help_heading = "Episode")]
+    pub max_response_len: u32,
+    /// Most characters of one tool output; longer ones are cut in the middle
+    #[arg(long, default_value_t = 8000, value_name = "CHARS", help_heading = "Episode")]
+    pub max_tool_output: usize,
+    /// Per-record environments (JSON): named tool sets and limits, chosen by a
+    /// record's `metadata.env` or its `data_source` (see `arl::rollout::env`)
+    #[arg(long, value_name = "FILE", help_heading = "Episode")]
+    pub env_config: Option<PathBuf>,
+
+    /// Built-in tools to offer, comma-separated: `calculator`, `python`
+    #[arg(long, value_delimiter = ',', value_name = "LIST", help_heading = "Tools")]
+    pub tools: Vec<String>,
+    /// External tool: `sh -c COMMAND` gets `{"name", "arguments"}` as JSON on
+    /// stdin and answers on stdout (`{"content": …}` or plain text); repeatable
+    #[arg(long = "tool", value_name = "NAME=COMMAND", help_heading = "Tools")]
+    pub external: Vec<String>,
+    /// JSON file with OpenAI tool definitions (a list) for `--tool`s, replacing
+    /// their default schema (an object with any arguments)
+    #[arg(long, value_name = "FILE", help_heading = "Tools")]
+    pub tool_spec: Option<PathBuf>,
+    /// MCP server over stdio (`sh -c COMMAND`); all its tools are offered; repeatable
+    #[arg(long, value_name = "COMMAND", help_heading = "Tools")]
+    pub mcp: Vec<String>,
+    /// SandboxFusion URL for the `python` tool (e.g. http://127.0.0.1:8080);
+    /// default: the local sandbox (Linux namespaces, rlimits; see `arl-reward`)
+    #[arg(long, value_name = "URL", help_heading = "Tools")]
+    pub sandbox_url: Option<String>,
+    /// Most local sandbox runs at once; default: the number of CPUs
+    #[arg(long, value_name = "N", help_heading = "Tools")]
+    pub sandbox_concurrency: Option<usize>,
+    /// `python` keeps variables across calls within an episode, like a notebook kernel
+    #[arg(long, help_heading = "Tools")]
+    pub python_stateful: bool,
+    /// Timeout of one tool call, in seconds
+    #[arg(long, default_value_t = 30.0, value_name = "SECS", help_heading = "Tools")]
+    pub tool_timeout: f64,
+
+    /// Take the K-th batch of N prompts of a seeded shuffle, epoch after epoch
+    /// (`prompt_id@<epoch>` from the second epoch on); default: every prompt once, in order
+    #[arg(long, value_name = "N", help_heading = "Dataset walk")]
+    pub batch_size: Option<usize>,
+    /// Which batch (with `--batch-size`), counted from 0
+    #[arg(long, default_value_t = 0, value_name = "K", help_heading = "Dataset walk")]
+    pub step: u64,
+    /// Shuffle seed (with `--batch-size`)
+    #[arg(long, default_value_t = 0, value_name = "S", help_heading = "Dataset walk")]
+    pub seed: u64,
+
+    /// Score each trajectory inline with a rule reward of `arl-reward` (`math`,
+    /// `exact`, `f1`), for single-process use; piping into `arl-reward` is the
+    /// general form (sandboxed code tests, remote and plug-in rewards, shaping)
+    #[arg(long, value_name = "NAME", value_parser = ["math", "exact", "f1"], help_heading = "Reward")]
+    pub rm: Option<String>,
+
+    /// Over-sampling: stop when N groups are complete and abort the remaining
+    /// requests (`/abort_request`); unfinished groups are not written
+    #[arg(long, value_name = "N", help_heading = "Over-sampling")]
+    pub target_groups: Option<u64>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    crate::rollout::run(args)
+}

@@ -1,0 +1,289 @@
+//! SGLang client: `POST /generate` with token ids in and token ids, log-probs,
+//! finish reason and weight version out (reference/protocols.md §1), spread
+//! over one or many endpoints or sent through an sgl-router; retries with
+//! exponential backoff; aborts (`POST /abort_request`) for over-sampling.
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub struct ClientConfig {
+    pub endpoints: Vec<String>,
+    /// An sgl-router URL: requests go there, aborts go to every worker it lists.
+    pub router: Option<String>,
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub backoff: Duration,
+}
+
+/// Counters printed in the run summary.
+#[derive(Default)]
+pub struct ClientStats {
+    pub requests: AtomicU64,
+    pub retries: AtomicU64,
+    pub aborts_sent: AtomicU64,
+    pub prompt_tokens: AtomicU64,
+    pub generated_tokens: AtomicU64,
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    pub cfg: ClientConfig,
+    /// Groups currently assigned to each endpoint (for least-loaded placement).
+    load: Vec<AtomicUsize>,
+    pub stats: ClientStats,
+    /// rid → endpoint index of every request on the wire.
+    inflight: Mutex<HashMap<String, usize>>,
+    cancelled: AtomicBool,
+    seq: AtomicU64,
+    cancel_notify: tokio::sync::Notify,
+    /// `--concurrency`: one permit per request on the wire.
+    slots: tokio::sync::Semaphore,
+}
+
+/// One generation call's answer.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub output_ids: Vec<u32>,
+    pub logprobs: Vec<f32>,
+    /// `stop`, `length`, `abort` (the type of `meta_info.finish_reason`).
+    pub finish: String,
+    pub weight_version: Option<String>,
+}
+
+/// Why a generation call did not produce an answer.
+#[derive(Debug)]
+pub enum GenError {
+    /// The run is stopping (`--target-groups` reached, or a fatal error elsewhere).
+    Cancelled,
+    Fatal(anyhow::Error),
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig, concurrency: usize) -> Result<Client> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(k) = &cfg.api_key {
+            let v = reqwest::header::HeaderValue::from_str(&format!("Bearer {k}")).context("`--api-key` is not a valid header value")?;
+            headers.insert(reqwest::header::AUTHORIZATION, v);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .pool_max_idle_per_host(concurrency.max(1))
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .build()
+            .context("building the HTTP client")?;
+        let n = if cfg.router.is_some() { 1 } else { cfg.endpoints.len() };
+        if n == 0 {
+            bail!("no endpoint");
+        }
+        Ok(Client {
+            http,
+            load: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            cfg,
+            stats: ClientStats::default(),
+            inflight: Mutex::new(HashMap::new()),
+            cancelled: AtomicBool::new(false),
+            seq: AtomicU64::new(0),
+            cancel_notify: tokio::sync::Notify::new(),
+            slots: tokio::sync::Semaphore::new(concurrency.max(1)),
+        })
+    }
+
+    fn base(&self, ep: usize) -> &str {
+        match &self.cfg.router {
+            Some(r) => r.trim_end_matches('/'),
+            None => self.cfg.endpoints[ep % self.cfg.endpoints.len()].trim_end_matches('/'),
+        }
+    }
+
+    /// Places a group on the least-loaded endpoint; its turns stay there so
+    /// the server's prefix cache holds the shared prompt. Release with [`Client::release`].
+    pub fn place(&self) -> usize {
+        let ep = (0..self.load.len()).min_by_key(|&i| self.load[i].load(Ordering::Relaxed)).unwrap_or(0);
+        self.load[ep].fetch_add(1, Ordering::Relaxed);
+        ep
+    }
+
+    pub fn release(&self, ep: usize) {
+        self.load[ep].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// One `/generate` call with retries. Retries on connection errors,
+    /// timeouts and HTTP 408/429/5xx, each after `backoff · 2^k` (capped at
+    /// 10 s, jittered), moving to the next endpoint when there are several.
+    pub async fn generate(&self, ep: usize, input_ids: &[u32], sampling: &Value) -> Result<Generation, GenError> {
+        let mut attempt = 0u32;
+        loop {
+            // Closed by abort_all, so waiting episodes stop too.
+            let _slot = self.slots.acquire().await.map_err(|_| GenError::Cancelled)?;
+            if self.is_cancelled() {
+                return Err(GenError::Cancelled);
+            }
+            let at = ep + attempt as usize;
+            let rid = format!("arl-{}-{}", std::process::id(), self.seq.fetch_add(1, Ordering::Relaxed));
+            let body = json!({
+                "rid": rid,
+                "input_ids": input_ids,
+                "sampling_params": sampling,
+                "return_logprob": true,
+            });
+            self.stats.requests.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut m) = self.inflight.lock() {
+                m.insert(rid.clone(), at);
+            }
+            let send = self.http.post(format!("{}/generate", self.base(at))).json(&body).timeout(self.cfg.timeout).send();
+            let outcome = tokio::select! {
+                r = send => Some(r),
+                _ = self.cancel_notify.notified() => None,
+            };
+            let outcome = match outcome {
+                None => {
+                    // Keep the rid listed: the abort pass needs it. Give the
+                    // abort a moment to reach the server before dropping the connection.
+                    return Err(GenError::Cancelled);
+                }
+                Some(r) => r,
+            };
+            let res: Result<Value, (bool, anyhow::Error)> = match outcome {
+                Err(e) => Err((true, anyhow::Error::new(e).context(format!("POST {}/generate", self.base(at))))),
+                Ok(resp) => {
+                    let status = resp.status();
+                    if status.is_success() {
+                        resp.json::<Value>().await.map_err(|e| (true, anyhow::Error::new(e).context("reading the /generate answer")))
+                    } else {
+                        let text = resp.text().await.unwrap_or_default();
+                        let retry = matches!(status.as_u16(), 408 | 429 | 500..=599);
+                        Err((retry, anyhow!("POST {}/generate: HTTP {status}: {}", self.base(at), text.trim())))
+                    }
+                }
+            };
+            if let Ok(mut m) = self.inflight.lock() {
+                m.remove(&rid);
+            }
+            match res {
+                Ok(v) => return parse_generation(&v, input_ids.len()).map_err(GenError::Fatal),
+                Err((true, _e)) if attempt < self.cfg.max_retries => {
+                    attempt += 1;
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    let exp = self.cfg.backoff.as_secs_f64() * 2f64.powi(attempt as i32 - 1);
+                    let jitter = 1.0 + 0.25 * ((self.seq.load(Ordering::Relaxed) % 7) as f64 / 7.0);
+                    let wait = Duration::from_secs_f64((exp * jitter).min(10.0));
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.cancel_notify.notified() => return Err(GenError::Cancelled),
+                    }
+                }
+                Err((_, e)) => {
+                    let e = if attempt > 0 { e.context(format!("gave up after {attempt} retries")) } else { e };
+                    return Err(GenError::Fatal(e));
+                }
+            }
+        }
+    }
+
+    /// Stops the run: no new requests; every request on the wire gets an
+    /// `/abort_request` on its server (on every router worker when routed).
+    /// Returns how many requests were aborted.
+    pub async fn abort_all(&self) -> usize {
+        self.cancelled.store(true, Ordering::Relaxed);
+        self.slots.close();
+        let rids: Vec<(String, usize)> = self.inflight.lock().map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect()).unwrap_or_default();
+        let targets: Vec<String> = match &self.cfg.router {
+            Some(r) => match self.router_workers(r).await {
+                Ok(w) => w,
+                Err(e) => {
+                    crate::cli::warn("arl-rollout", format!("cannot list the router's workers, aborts not sent: {e:#}"));
+                    vec![]
+                }
+            },
+            None => vec![],
+        };
+        let mut calls = Vec::new();
+        for (rid, ep) in &rids {
+            let urls: Vec<String> = if self.cfg.router.is_some() { targets.clone() } else { vec![self.base(*ep).to_string()] };
+            for u in urls {
+                let body = json!({"rid": rid});
+                let req = self.http.post(format!("{}/abort_request", u.trim_end_matches('/'))).json(&body).timeout(Duration::from_secs(5));
+                self.stats.aborts_sent.fetch_add(1, Ordering::Relaxed);
+                calls.push(async move {
+                    let _ = req.send().await;
+                });
+            }
+        }
+        futures::future::join_all(calls).await;
+        self.cancel_notify.notify_waiters();
+        rids.len()
+    }
+
+    /// The workers behind an sgl-router: `GET /workers` (gateway ≥ 0.2.2),
+    /// else the legacy `GET /list_workers`.
+    async fn router_workers(&self, router: &str) -> Result<Vec<String>> {
+        let base = router.trim_end_matches('/');
+        if let Ok(r) = self.http.get(format!("{base}/workers")).timeout(Duration::from_secs(5)).send().await {
+            if r.status().is_success() {
+                if let Ok(v) = r.json::<Value>().await {
+                    if let Some(ws) = v.get("workers").and_then(Value::as_array) {
+                        return Ok(ws.iter().filter_map(|w| w.get("url").and_then(Value::as_str).map(str::to_string)).collect());
+                    }
+                }
+            }
+        }
+        let v: Value = self
+            .http
+            .get(format!("{base}/list_workers"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(v.get("urls").and_then(Value::as_array).map(|a| a.iter().filter_map(|u| u.as_str().map(str::to_string)).collect()).unwrap_or_default())
+    }
+}
+
+/// Reads a `/generate` answer (a single object, or a one-element batch).
+pub fn parse_generation(v: &Value, _prompt_len: usize) -> Result<Generation> {
+    let v = match v {
+        Value::Array(a) if a.len() == 1 => &a[0],
+        other => other,
+    };
+    let meta = v.get("meta_info").ok_or_else(|| anyhow!("/generate answer without `meta_info`"))?;
+    let lps = meta
+        .get("output_token_logprobs")
+        .and_then(Value::as_array)
+        .ok_or_else(|| anyhow!("/generate answer without `meta_info.output_token_logprobs` (return_logprob ignored?)"))?;
+    let mut logprobs = Vec::with_capacity(lps.len());
+    let mut lp_ids = Vec::with_capacity(lps.len());
+    for e in lps {
+        let lp = e.get(0).and_then(Value::as_f64).unwrap_or(0.0) as f32;
+        let id = e.get(1).and_then(Value::as_u64).ok_or_else(|| anyhow!("`output_token_logprobs` entry without a token id: {e}"))?;
+        logprobs.push(lp);
+        lp_ids.push(id as u32);
+    }
+    let output_ids: Vec<u32> = match v.get("output_ids").and_then(Value::as_array) {
+        Some(ids) => ids.iter().map(|x| x.as_u64().map(|u| u as u32).ok_or_else(|| anyhow!("`output_ids`: not a token id: {x}"))).collect::<Result<_>>()?,
+        None => lp_ids.clone(),
+    };
+    if output_ids != lp_ids {
+        bail!("`output_ids` ({} tokens) and `output_token_logprobs` ({} entries) disagree", output_ids.len(), lp_ids.len());
+    }
+    let finish = match meta.get("finish_reason") {
+        Some(Value::Object(o)) => o.get("type").and_then(Value::as_str).unwrap_or("unknown").to_string(),
+        Some(Value::String(s)) => s.clone(),
+        _ => "unknown".to_string(),
+    };
+    let weight_version = match meta.get("weight_version") {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    Ok(Generation { output_ids, logprobs, finish, weight_version })
+}

@@ -1,0 +1,217 @@
+//! One multi-turn episode, token-in/token-out (DESIGN.md §4): the prompt ids
+//! are rendered once; each turn's `output_ids` are appended exactly as the
+//! server returned them (loss mask 1, its log-probs); tool calls in the turn
+//! are run concurrently and the template's tool-response turn is appended as
+//! tokens (loss mask 0, log-prob 0). Text is never re-tokenised.
+use super::client::{Client, GenError};
+use super::env::Env;
+use crate::chat::ChatTemplate;
+use crate::record::Status;
+use crate::tokenizer::Tokenizer;
+use crate::tools::{EpisodeState, Registry, ToolOutput};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Everything episodes share.
+pub struct Shared {
+    pub client: Client,
+    pub tokenizer: Arc<Tokenizer>,
+    pub template: Option<ChatTemplate>,
+    pub tools: Registry,
+    /// Id of the end-of-turn token (`<|im_end|>`), when the tokenizer has one.
+    pub eos_id: Option<u32>,
+    pub eos_text: Option<String>,
+    /// Per-turn `max_new_tokens` cap (`--max-new-tokens`).
+    pub max_new_tokens: Option<u32>,
+    pub sampling: serde_json::Map<String, Value>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Episode {
+    pub tokens: Vec<u32>,
+    pub prompt_len: usize,
+    pub loss_mask: Vec<u8>,
+    pub logprobs: Vec<f32>,
+    pub status: Option<Status>,
+    pub finish_reason: String,
+    pub turns: u32,
+    pub tool_calls: u32,
+    /// Malformed or failed tool calls (the model saw an error message).
+    pub tool_errors: u32,
+    pub weight_versions: Vec<String>,
+}
+
+/// A parsed `<tool_call>` block, or why it could not be parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    Ok { name: String, arguments: Value },
+    Malformed(String),
+}
+
+/// Finds `<tool_call>…</tool_call>` blocks as Qwen2.5's parser does
+/// (sglang `Qwen25Detector`): each body is `{"name": …, "arguments": {…}}`;
+/// `arguments` may also be a JSON string holding the object. An unclosed
+/// block at the end of the turn is malformed.
+pub fn parse_tool_calls(text: &str) -> Vec<Call> {
+    const OPEN: &str = "<tool_call>";
+    const CLOSE: &str = "</tool_call>";
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(OPEN) {
+        let after = &rest[i + OPEN.len()..];
+        let Some(j) = after.find(CLOSE) else {
+            out.push(Call::Malformed("`<tool_call>` without `</tool_call>`".into()));
+            break;
+        };
+        out.push(parse_one(after[..j].trim()));
+        rest = &after[j + CLOSE.len()..];
+    }
+    out
+}
+
+fn parse_one(body: &str) -> Call {
+    let v: Value = match serde_json::from_str(body) {
+        Ok(v) => v,
+        Err(e) => return Call::Malformed(format!("the tool call is not valid JSON ({e})")),
+    };
+    let Some(name) = v.get("name").and_then(Value::as_str) else {
+        return Call::Malformed("the tool call has no string `name`".into());
+    };
+    let arguments = match v.get("arguments").or_else(|| v.get("parameters")) {
+        Some(Value::Object(o)) => Value::Object(o.clone()),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(o @ Value::Object(_)) => o,
+            _ => return Call::Malformed("`arguments` is a string that is not a JSON object".into()),
+        },
+        None => Value::Object(Default::default()),
+        Some(_) => return Call::Malformed("`arguments` must be a JSON object".into()),
+    };
+    Call::Ok { name: name.to_string(), arguments }
+}
+
+impl Shared {
+    /// Runs one episode from `prompt_ids` on endpoint `ep`.
+    pub async fn run_episode(&self, ep: usize, prompt_ids: &[u32], env: &Env) -> Result<Episode, GenError> {
+        let mut e = Episode { tokens: prompt_ids.to_vec(), prompt_len: prompt_ids.len(), ..Default::default() };
+        let state = tokio::sync::Mutex::new(EpisodeState::default());
+        let max_len = env.max_response_len as usize;
+        let mut aborts_in_a_row = 0;
+        loop {
+            let used = e.tokens.len() - e.prompt_len;
+            if used >= max_len {
+                e.status = Some(Status::Truncated);
+                break;
+            }
+            let mut budget = (max_len - used) as u32;
+            if let Some(cap) = self.max_new_tokens {
+                budget = budget.min(cap);
+            }
+            let mut sp = self.sampling.clone();
+            sp.insert("max_new_tokens".into(), budget.into());
+            let g = self.client.generate(ep, &e.tokens, &Value::Object(sp)).await?;
+            self.client.stats.prompt_tokens.fetch_add(e.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            self.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let turn_start = e.tokens.len();
+            e.tokens.extend_from_slice(&g.output_ids);
+            e.loss_mask.extend(std::iter::repeat_n(1u8, g.output_ids.len()));
+            e.logprobs.extend_from_slice(&g.logprobs);
+            if let Some(v) = g.weight_version {
+                e.weight_versions.push(v);
+            }
+            e.finish_reason = g.finish.clone();
+            if g.finish == "abort" {
+                if self.client.is_cancelled() {
+                    return Err(GenError::Cancelled);
+                }
+                // The server aborted on its own (a weight update with
+                // abort_all_requests): keep what was generated and continue
+                // the same turn, as a partial rollout spanning two versions.
+                aborts_in_a_row += 1;
+                if aborts_in_a_row > 5 {
+                    e.status = Some(Status::Aborted);
+                    break;
+                }
+                continue;
+            }
+            aborts_in_a_row = 0;
+            e.turns += 1;
+            if e.tokens.len() - e.prompt_len >= max_len || g.finish == "length" {
+                e.status = Some(Status::Truncated);
+                break;
+            }
+            let text = self.tokenizer.decode(&e.tokens[turn_start..]);
+            let calls = parse_tool_calls(&text);
+            if calls.is_empty() {
+                e.status = Some(Status::Completed);
+                break;
+            }
+            if e.turns >= env.max_turns {
+                e.status = Some(Status::Truncated);
+                break;
+            }
+            e.tool_calls += calls.len() as u32;
+            let futs = calls.iter().map(|c| async {
+                match c {
+                    Call::Ok { name, arguments } => self.tools.call(name, arguments, &env.tools, &state).await,
+                    Call::Malformed(why) => ToolOutput::err(format!("Error: {why}")),
+                }
+            });
+            let outputs = futures::future::join_all(futs).await;
+            e.tool_errors += outputs.iter().filter(|o| o.error).count() as u32;
+            let results: Vec<String> =
+                outputs.into_iter().map(|o| crate::tools::truncate_middle(&o.text, env.max_tool_output)).collect();
+            let template = match &self.template {
+                Some(t) => t,
+                None => {
+                    e.status = Some(Status::Completed);
+                    break;
+                }
+            };
+            let mut turn_text = match template.tool_turn(Some(&env.definitions), &results) {
+                Ok(t) => t,
+                Err(err) => return Err(GenError::Fatal(err)),
+            };
+            // The turn stopped on a stop string, not the end-of-turn token:
+            // close the turn the way the template would have.
+            if let (Some(id), Some(txt)) = (self.eos_id, &self.eos_text) {
+                if e.tokens.last() != Some(&id) {
+                    turn_text.insert_str(0, txt);
+                }
+            }
+            let ids = self.tokenizer.encode(&turn_text).map_err(GenError::Fatal)?;
+            let room = max_len - (e.tokens.len() - e.prompt_len);
+            let take = ids.len().min(room);
+            e.tokens.extend_from_slice(&ids[..take]);
+            e.loss_mask.extend(std::iter::repeat_n(0u8, take));
+            e.logprobs.extend(std::iter::repeat_n(0f32, take));
+            if take < ids.len() {
+                e.status = Some(Status::Truncated);
+                break;
+            }
+        }
+        Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_qwen_tool_calls() {
+        let t = "Let me compute.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"347*29\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"python\", \"arguments\": \"{\\\"code\\\": \\\"print(1)\\\"}\"}\n</tool_call><|im_end|>";
+        let c = parse_tool_calls(t);
+        assert_eq!(
+            c,
+            vec![
+                Call::Ok { name: "calculator".into(), arguments: json!({"expression": "347*29"}) },
+                Call::Ok { name: "python".into(), arguments: json!({"code": "print(1)"}) },
+            ]
+        );
+        assert!(matches!(&parse_tool_calls("<tool_call>{\"name\": 3}</tool_call>")[..], [Call::Malformed(_)]));
+        assert!(matches!(&parse_tool_calls("<tool_call>{oops</tool_call>")[..], [Call::Malformed(_)]));
+        assert!(matches!(&parse_tool_calls("x <tool_call>{\"name\": \"a\"")[..], [Call::Malformed(_)]));
+        assert!(parse_tool_calls("no calls here").is_empty());
+    }
+}

@@ -1,0 +1,462 @@
+//! The rollout engine behind `arl-rollout`: the deterministic dataset walk,
+//! group scheduling over a single-threaded async runtime, output with
+//! `NAME.partial` and `--resume`, over-sampling with aborts.
+//!
+//! A group (the `-n` samples of one prompt) is placed on one endpoint and its
+//! episodes run concurrently; at most `--concurrency` requests are in flight
+//! overall, and enough groups are active to keep that many busy. A group is
+//! written only when all its samples are done, so a killed run never leaves a
+//! half group behind.
+pub mod client;
+pub mod env;
+pub mod episode;
+pub mod output;
+
+use crate::cli::{self, Input};
+use crate::cmd::rollout::{Args, TOOL};
+use crate::record::Record;
+use crate::tokenizer::Tokenizer;
+use crate::tools::{self, Registry, Tool, ToolImpl};
+use anyhow::{Context, Result};
+use client::{Client, ClientConfig, GenError};
+use episode::{Episode, Shared};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The prompts of one run, after `--batch-size/--step/--seed`: (record, epoch).
+/// Epoch `e` ≥ 1 suffixes the `prompt_id` with `@e`.
+pub fn walk(prompts: Vec<Record>, batch_size: Option<usize>, step: u64, seed: u64) -> Vec<Record> {
+    let Some(b) = batch_size else { return prompts };
+    let n = prompts.len() as u64;
+    if n == 0 || b == 0 {
+        return Vec::new();
+    }
+    let mut perms: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut out = Vec::with_capacity(b);
+    for g in step * b as u64..(step + 1) * b as u64 {
+        let epoch = g / n;
+        let perm = perms.entry(epoch).or_insert_with(|| {
+            let mut p: Vec<usize> = (0..n as usize).collect();
+            crate::rng::Rng::new(crate::rng::mix(&[seed, epoch])).shuffle(&mut p);
+            p
+        });
+        let mut r = prompts[perm[(g % n) as usize]].clone();
+        if epoch >= 1 {
+            r.prompt_id = r.prompt_id.map(|id| format!("{id}@{epoch}"));
+        }
+        out.push(r);
+    }
+    out
+}
+
+struct Job {
+    rec: Record,
+    prompt_ids: Arc<Vec<u32>>,
+    env: Arc<env::Env>,
+}
+
+fn build_registry(args: &Args) -> Result<Registry> {
+    let mut reg = Registry::default();
+    let timeout = Duration::from_secs_f64(args.tool_timeout);
+    for t in &args.tools {
+        match t.as_str() {
+            "calculator" => reg.add(Tool { name: t.clone(), definition: tools::calculator_def(), imp: ToolImpl::Calculator })?,
+            "python" => {
+                let limits = crate::sandbox::Limits { timeout, ..Default::default() };
+                let sandbox = match &args.sandbox_url {
+                    Some(url) => crate::sandbox::Sandbox::new(
+                        crate::sandbox::Backend::Remote(crate::sandbox::remote::RemoteConfig::new(url, 3)?),
+                        limits,
+                        args.concurrency,
+                    ),
+                    None => crate::sandbox::Sandbox::local(
+                        limits,
+                        args.sandbox_concurrency.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())),
+                    ),
+                };
+                let py = tools::python::Python {
+                    sandbox,
+                    stateful: args.python_stateful,
+                    remote_url: args.sandbox_url.clone(),
+                    run_timeout: timeout,
+                    http: reqwest::Client::builder().build().context("HTTP client")?,
+                };
+                reg.add(Tool { name: t.clone(), definition: tools::python_def(), imp: ToolImpl::Python(Arc::new(py)) })?
+            }
+            other => return Err(cli::usage(format!("unknown built-in tool `{other}` (known: calculator, python)"))),
+        }
+    }
+    let specs: Vec<Value> = match &args.tool_spec {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("`{}`: expected a JSON list of tool definitions", p.display()))?
+        }
+        None => vec![],
+    };
+    for spec in &args.external {
+        let (name, cmd) = spec.split_once('=').ok_or_else(|| cli::usage(format!("`--tool {spec}`: expected NAME=COMMAND")))?;
+        let definition = specs
+            .iter()
+            .find(|d| d.pointer("/function/name").and_then(Value::as_str) == Some(name))
+            .cloned()
+            .unwrap_or_else(|| {
+                tools::function_def(name, &format!("External tool `{name}`"), json!({"type": "object", "additionalProperties": true}))
+            });
+        reg.add(Tool {
+            name: name.to_string(),
+            definition,
+            imp: ToolImpl::External(tools::external::External { command: cmd.to_string(), timeout }),
+        })?;
+    }
+    Ok(reg)
+}
+
+/// Renders a prompt record into token ids.
+fn prompt_ids(rec: &Record, shared: &Shared, env: &env::Env, system: Option<&str>) -> Result<Vec<u32>, String> {
+    let prompt = rec.prompt.as_deref().ok_or("field `prompt`: missing")?;
+    let text = match &shared.template {
+        None => prompt.to_string(),
+        Some(t) => {
+            let mut msgs = crate::dataset::prompt_messages(prompt).unwrap_or_else(|| vec![json!({"role": "user", "content": prompt})]);
+            if let Some(s) = system {
+                if msgs.first().and_then(|m| m.get("role")).and_then(Value::as_str) != Some("system") {
+                    msgs.insert(0, json!({"role": "system", "content": s}));
+                }
+            }
+            let tools = (!env.definitions.is_empty()).then_some(&env.definitions[..]);
+            t.render(&msgs, tools, true).map_err(|e| format!("field `prompt`: {e:#}"))?
+        }
+    };
+    let ids = shared.tokenizer.encode(&text).map_err(|e| format!("field `prompt`: {e:#}"))?;
+    if ids.is_empty() {
+        return Err("field `prompt`: renders to no tokens".into());
+    }
+    Ok(ids)
+}
+
+fn to_record(mut rec: Record, i: u32, e: Episode, tok: &Tokenizer) -> Record {
+    rec.sample_index = Some(i);
+    rec.response = Some(tok.decode(&e.tokens[e.prompt_len..]));
+    rec.prompt_len = Some(e.prompt_len as u32);
+    rec.loss_mask = Some(e.loss_mask);
+    rec.rollout_log_probs = Some(e.logprobs);
+    rec.status = e.status;
+    rec.finish_reason = Some(e.finish_reason);
+    rec.turns = Some(e.turns);
+    rec.tool_calls = Some(e.tool_calls);
+    if !e.weight_versions.is_empty() {
+        rec.weight_versions = Some(e.weight_versions);
+    }
+    if e.tool_calls > 0 {
+        rec.set_meta("tool_errors", json!(e.tool_errors));
+    }
+    rec.tokens = Some(e.tokens);
+    rec
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.n_samples_per_prompt == 0 {
+        return Err(cli::usage("`-n` must be at least 1"));
+    }
+    if args.concurrency == 0 {
+        return Err(cli::usage("`--concurrency` must be at least 1"));
+    }
+    let out_path = args.output.output.clone().filter(|p| p != std::path::Path::new("-"));
+    if args.resume && out_path.is_none() {
+        return Err(cli::usage("`--resume` needs `-o FILE`"));
+    }
+    let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer)?);
+    let template = if args.no_chat_template { None } else { Some(crate::chat::ChatTemplate::from_tokenizer(&tokenizer)?) };
+    let eos_text = tokenizer.config_str("eos_token");
+    let eos_id = eos_text.as_deref().and_then(|t| tokenizer.token_to_id(t));
+    let env_config: Option<Value> = match &args.env_config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
+            Some(serde_json::from_str(&text).with_context(|| format!("`{}`: invalid JSON", p.display()))?)
+        }
+        None => None,
+    };
+    let endpoints = if args.endpoint.is_empty() && args.router.is_none() { vec!["http://127.0.0.1:30000".to_string()] } else { args.endpoint.clone() };
+    let client = Client::new(
+        ClientConfig {
+            endpoints,
+            router: args.router.clone(),
+            api_key: args.api_key.clone(),
+            timeout: Duration::from_secs_f64(args.request_timeout),
+            max_retries: args.max_retries,
+            backoff: Duration::from_secs_f64(args.retry_backoff),
+        },
+        args.concurrency,
+    )?;
+    let mut sampling = serde_json::Map::new();
+    sampling.insert("temperature".into(), json!(args.temperature));
+    sampling.insert("top_p".into(), json!(args.top_p));
+    sampling.insert("top_k".into(), json!(args.top_k));
+    if !args.stop.is_empty() {
+        sampling.insert("stop".into(), json!(args.stop));
+    }
+    if !args.stop_token_ids.is_empty() {
+        sampling.insert("stop_token_ids".into(), json!(args.stop_token_ids));
+    }
+    // As slime sends them: keep the stop token in the output, and decode
+    // special tokens without inserted spaces.
+    sampling.insert("no_stop_trim".into(), json!(true));
+    sampling.insert("skip_special_tokens".into(), json!(false));
+    sampling.insert("spaces_between_special_tokens".into(), json!(false));
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
+    // Built outside the runtime: the sandbox's SandboxFusion client is a
+    // blocking reqwest client, which must not be created or dropped in async code.
+    let mut registry = build_registry(&args)?;
+    let mut default_tools: Vec<String> = registry.tools.iter().map(|t| t.name.clone()).collect();
+    for cmd in &args.mcp {
+        let timeout = Duration::from_secs_f64(args.tool_timeout);
+        let (c, list) = rt.block_on(async {
+            let c = Arc::new(tools::mcp::McpClient::start(cmd, timeout).await?);
+            let list = c.list_tools().await.with_context(|| format!("MCP server `{cmd}`: tools/list"))?;
+            anyhow::Ok((c, list))
+        })?;
+        for (name, def) in list {
+            default_tools.push(name.clone());
+            registry.add(Tool { name, definition: def, imp: ToolImpl::Mcp(c.clone()) })?;
+        }
+    }
+    let base_env = env::Env {
+        name: "default".into(),
+        definitions: env::definitions(&default_tools, &registry)?,
+        tools: default_tools,
+        max_turns: args.max_turns,
+        max_response_len: args.max_response_len,
+        max_tool_output: args.max_tool_output,
+    };
+    let envs = env::Envs::new(base_env, env_config.as_ref(), &registry)?;
+    let shared = Arc::new(Shared {
+        client,
+        tokenizer: tokenizer.clone(),
+        template,
+        tools: registry,
+        eos_id,
+        eos_text,
+        max_new_tokens: args.max_new_tokens,
+        sampling,
+    });
+    let res = rt.block_on(drive(args, shared.clone(), envs, out_path));
+    // Tasks still holding `shared` (aborted groups) go with the runtime; the
+    // last reference is dropped here, outside async code.
+    drop(rt);
+    drop(shared);
+    res
+}
+
+async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Option<std::path::PathBuf>) -> Result<ExitCode> {
+    let n = args.n_samples_per_prompt;
+    // Read and normalise every prompt (the walk needs the whole dataset).
+    let mut input = Input::open(&args.input)?;
+    let mut prompts = Vec::new();
+    let mut positions = Vec::new();
+    let mut row = 0u64;
+    while let Some(batch) = input.next_batch()? {
+        for (pos, rec) in batch {
+            let stem = crate::dataset::stem_of(std::path::Path::new(&*pos.source));
+            match crate::dataset::to_prompt(rec.clone(), row, &stem, &args.dataset) {
+                Ok(p) => {
+                    prompts.push(p);
+                    positions.push(pos);
+                }
+                Err(e) => input.reject(&pos, &rec, e)?,
+            }
+            row += 1;
+        }
+    }
+    let pos_of: HashMap<String, crate::io::Pos> =
+        prompts.iter().zip(&positions).filter_map(|(p, pos)| Some((p.prompt_id.clone()?, pos.clone()))).collect();
+    let selected = walk(prompts, args.batch_size, args.step, args.seed);
+
+    let mut out = output::Output::open(&args.output, out_path.as_deref(), args.resume, n)?;
+    let resumed = out.done.len() as u64;
+    let mut jobs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for rec in selected {
+        let id = rec.prompt_id.clone().unwrap_or_default();
+        if out.done.contains(&id) {
+            continue;
+        }
+        if !seen.insert(id.clone()) {
+            let pos = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
+            let why = format!("field `prompt_id`: `{id}` appears twice; group keys must be unique");
+            match pos {
+                Some(p) => input.reject(&p, &rec, why)?,
+                None => return Err(cli::data(why)),
+            }
+            continue;
+        }
+        let env = match envs.pick(&rec) {
+            Ok(e) => e,
+            Err(why) => {
+                let p = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
+                match p {
+                    Some(p) => input.reject(&p, &rec, why)?,
+                    None => return Err(cli::data(why)),
+                }
+                continue;
+            }
+        };
+        match prompt_ids(&rec, &shared, &env, args.system.as_deref()) {
+            Ok(ids) => jobs.push(Job { rec, prompt_ids: Arc::new(ids), env }),
+            Err(why) => {
+                let p = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
+                match p {
+                    Some(p) => input.reject(&p, &rec, why)?,
+                    None => return Err(cli::data(why)),
+                }
+            }
+        }
+    }
+
+    let target = args.target_groups;
+    let total = match target {
+        Some(t) => t.min(resumed + jobs.len() as u64),
+        None => resumed + jobs.len() as u64,
+    };
+    let pb = cli::progress(args.input.quiet, Some(total), "groups");
+    pb.set_position(resumed);
+    let started = Instant::now();
+
+    // Enough active groups to keep `--concurrency` requests busy while some
+    // episodes wait on tools; requests themselves are capped in the client.
+    let active = (2 * args.concurrency).div_ceil(n as usize).max(1);
+    let group_slots = Arc::new(tokio::sync::Semaphore::new(active));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<Vec<Record>, GenError>>();
+    let mut pending = jobs.into_iter();
+    let mut next_job = pending.next();
+    let mut running = 0usize;
+    let mut written = resumed;
+    let mut failure: Option<anyhow::Error> = None;
+    let mut stopped_early = false;
+    let mut tool_calls = 0u64;
+    let mut tool_errors = 0u64;
+    let mut statuses: HashMap<&'static str, u64> = HashMap::new();
+    let spec = args.rm.as_deref().map(|name| {
+        crate::reward::Spec::new(match name {
+            "math" => crate::reward::Rm::Math(Default::default()),
+            "exact" => crate::reward::Rm::Exact,
+            _ => crate::reward::Rm::F1,
+        })
+    });
+    let (mut reward_sum, mut reward_n) = (0f64, 0u64);
+
+    if target.is_some_and(|t| written >= t) {
+        next_job = None;
+    }
+    while next_job.is_some() || running > 0 {
+        tokio::select! {
+            biased;
+            Some(res) = rx.recv() => {
+                running -= 1;
+                match res {
+                    Ok(mut recs) => {
+                        if let Some(spec) = &spec {
+                            for r in recs.iter_mut() {
+                                // A record that cannot be scored (no label) keeps no reward;
+                                // arl-reward downstream would reject it with the reason.
+                                if let Ok(s) = crate::reward::score(spec, r) {
+                                    r.reward = Some(s.reward);
+                                    r.reward_detail = Some(s.detail);
+                                    reward_sum += s.reward as f64;
+                                    reward_n += 1;
+                                }
+                            }
+                        }
+                        for r in &recs {
+                            tool_calls += r.tool_calls.unwrap_or(0) as u64;
+                            tool_errors += r.meta("tool_errors").and_then(Value::as_u64).unwrap_or(0);
+                            *statuses.entry(r.status.map_or("none", |s| s.as_str())).or_default() += 1;
+                        }
+                        out.write_group(&recs)?;
+                        written += 1;
+                        pb.set_position(written);
+                        let secs = started.elapsed().as_secs_f64().max(1e-3);
+                        let tps = shared.client.stats.generated_tokens.load(Ordering::Relaxed) as f64 / secs;
+                        pb.set_message(if reward_n > 0 {
+                            format!("groups, {tps:.0} tok/s, mean reward {:.3}", reward_sum / reward_n as f64)
+                        } else {
+                            format!("groups, {tps:.0} tok/s")
+                        });
+                        if target.is_some_and(|t| written >= t) {
+                            stopped_early = next_job.is_some() || running > 0;
+                            break;
+                        }
+                    }
+                    Err(GenError::Cancelled) => {}
+                    Err(GenError::Fatal(e)) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            permit = group_slots.clone().acquire_owned(), if next_job.is_some() => {
+                let Ok(permit) = permit else { break };
+                let job = next_job.take().expect("guarded by the branch condition");
+                next_job = pending.next();
+                running += 1;
+                let (shared, tx) = (shared.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let res = run_group(&shared, job, n).await;
+                    let _ = tx.send(res);
+                });
+            }
+        }
+    }
+    let aborted = if stopped_early || failure.is_some() { shared.client.abort_all().await } else { 0 };
+    pb.finish_and_clear();
+
+    let st = &shared.client.stats;
+    if !args.input.quiet {
+        let secs = started.elapsed().as_secs_f64();
+        let mut status_list: Vec<_> = statuses.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        status_list.sort();
+        eprintln!(
+            "{TOOL}: {} groups written ({} resumed), trajectories: {}; {} requests, {} retries, {} aborted; {} tool calls ({} errors); {} tokens generated in {:.1}s{}",
+            written,
+            resumed,
+            if status_list.is_empty() { "none".to_string() } else { status_list.join(", ") },
+            st.requests.load(Ordering::Relaxed),
+            st.retries.load(Ordering::Relaxed),
+            aborted,
+            tool_calls,
+            tool_errors,
+            st.generated_tokens.load(Ordering::Relaxed),
+            secs,
+            if reward_n > 0 { format!("; mean reward {:.4} over {reward_n}", reward_sum / reward_n as f64) } else { String::new() }
+        );
+    }
+    if let Some(e) = failure {
+        out.abandon()?;
+        let e = e.context("generation failed");
+        return Err(if out_path.is_some() {
+            cli::hint(e, "completed groups are kept in the `.partial` file; rerun with `--resume` to continue")
+        } else {
+            e
+        });
+    }
+    out.finish()?;
+    input.finish(TOOL, written.saturating_sub(resumed) * n as u64)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_group(shared: &Shared, job: Job, n: u32) -> Result<Vec<Record>, GenError> {
+    let ep = shared.client.place();
+    let futs = (0..n).map(|_| shared.run_episode(ep, &job.prompt_ids, &job.env));
+    let results = futures::future::join_all(futs).await;
+    shared.client.release(ep);
+    let mut recs = Vec::with_capacity(n as usize);
+    for (i, r) in results.into_iter().enumerate() {
+        recs.push(to_record(job.rec.clone(), i as u32, r?, &shared.tokenizer));
+    }
+    Ok(recs)
+}

@@ -1,0 +1,139 @@
+//! The tools an agent can call during a rollout: built-in `calculator` and
+//! `python`, external commands (`--tool NAME=COMMAND`, JSON on stdin/stdout)
+//! and MCP servers over stdio (`--mcp COMMAND`). Each tool has an OpenAI tool
+//! definition (JSON schema) that the chat template writes into the system turn.
+pub mod calculator;
+pub mod external;
+pub mod mcp;
+pub mod python;
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What a tool call produced: the text the model sees, and whether it failed.
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    pub text: String,
+    pub error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> ToolOutput {
+        ToolOutput { text: text.into(), error: false }
+    }
+    pub fn err(text: impl Into<String>) -> ToolOutput {
+        ToolOutput { text: text.into(), error: true }
+    }
+}
+
+/// Per-episode tool state (the `--python-stateful` notebook's cells).
+#[derive(Default)]
+pub struct EpisodeState {
+    /// `--python-stateful` against SandboxFusion: the cells run so far.
+    pub python_cells: Vec<String>,
+    /// `--python-stateful` with the local sandbox: the episode's interpreter.
+    pub python_session: Option<Arc<std::sync::Mutex<crate::sandbox::Session>>>,
+}
+
+pub enum ToolImpl {
+    Calculator,
+    Python(Arc<python::Python>),
+    External(external::External),
+    Mcp(Arc<mcp::McpClient>),
+}
+
+pub struct Tool {
+    pub name: String,
+    /// OpenAI tool object: `{"type": "function", "function": {name, description, parameters}}`.
+    pub definition: Value,
+    pub imp: ToolImpl,
+}
+
+/// Every tool known to this run, by name.
+#[derive(Default)]
+pub struct Registry {
+    pub tools: Vec<Tool>,
+}
+
+pub fn function_def(name: &str, description: &str, parameters: Value) -> Value {
+    json!({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}})
+}
+
+pub fn calculator_def() -> Value {
+    function_def(
+        "calculator",
+        "Evaluate an arithmetic expression exactly (+ - * / // % **, parentheses, sqrt, abs, min, max, round, floor, ceil, log, exp).",
+        json!({"type": "object", "properties": {"expression": {"type": "string", "description": "The expression, e.g. 347*29"}}, "required": ["expression"]}),
+    )
+}
+
+pub fn python_def() -> Value {
+    function_def(
+        "python",
+        "Run Python code in a sandbox and return its standard output and errors. Print what you want to see.",
+        json!({"type": "object", "properties": {"code": {"type": "string", "description": "The Python code to run"}}, "required": ["code"]}),
+    )
+}
+
+impl Registry {
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    pub fn add(&mut self, tool: Tool) -> anyhow::Result<()> {
+        if self.get(&tool.name).is_some() {
+            anyhow::bail!("tool `{}` is defined twice", tool.name);
+        }
+        self.tools.push(tool);
+        Ok(())
+    }
+
+    /// Runs one call. Never fails: errors become the text the model sees.
+    pub async fn call(&self, name: &str, args: &Value, allowed: &[String], state: &tokio::sync::Mutex<EpisodeState>) -> ToolOutput {
+        let Some(tool) = self.get(name).filter(|_| allowed.iter().any(|a| a == name)) else {
+            return ToolOutput::err(format!("Error: unknown tool `{name}`; available: {}", allowed.join(", ")));
+        };
+        match &tool.imp {
+            ToolImpl::Calculator => {
+                let Some(expr) = args.get("expression").and_then(Value::as_str) else {
+                    return ToolOutput::err("Error: `calculator` needs a string argument `expression`");
+                };
+                match calculator::eval(expr) {
+                    Ok(v) => ToolOutput::ok(v.to_string()),
+                    Err(e) => ToolOutput::err(format!("Error: {e}")),
+                }
+            }
+            ToolImpl::Python(py) => {
+                let Some(code) = args.get("code").and_then(Value::as_str) else {
+                    return ToolOutput::err("Error: `python` needs a string argument `code`");
+                };
+                py.run(code, state).await
+            }
+            ToolImpl::External(ext) => ext.call(name, args).await,
+            ToolImpl::Mcp(client) => client.call(name, args).await,
+        }
+    }
+}
+
+/// Cuts text longer than `max` characters in the middle, saying how much was cut.
+pub fn truncate_middle(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if max == 0 || n <= max {
+        return text.to_string();
+    }
+    let head = max / 2;
+    let tail = max - head;
+    let h: String = text.chars().take(head).collect();
+    let t: String = text.chars().skip(n - tail).collect();
+    format!("{h}\n... [{} characters truncated] ...\n{t}", n - max)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn truncates_in_the_middle() {
+        let s = "abcdefghij";
+        assert_eq!(super::truncate_middle(s, 20), s);
+        assert_eq!(super::truncate_middle(s, 4), "ab\n... [6 characters truncated] ...\nij");
+    }
+}
