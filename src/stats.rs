@@ -278,8 +278,8 @@ impl Stats {
                 s += &format!(
                     "  {:<28} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9}{k}\n",
                     name,
-                    o["records"],
-                    o["groups"],
+                    o["records"].to_string(),
+                    o["groups"].to_string(),
                     opt(&o["reward"]["mean"]),
                     opt(&o["reward"]["std"]),
                     opt(o.get("mean_at_k").unwrap_or(&Value::Null)),

@@ -1,7 +1,8 @@
 //! Per-record environments: which tools an episode may call and its limits.
 //! A record picks one by `metadata.env`, else by its `data_source` through
 //! the `--env-config` mapping, else it gets the default environment (the
-//! tools and limits given by flags). One batch can mix environments.
+//! tools and limits given by flags). One batch can mix environments. Without
+//! `--env-config`, `metadata.env` is only a label and the flags apply to all.
 //!
 //! `--env-config` file (JSON):
 //! ```json
@@ -86,8 +87,13 @@ impl Envs {
         Ok(Envs { default, by_name, by_source })
     }
 
-    /// The environment of a record; an unknown `metadata.env` is an error.
+    /// The environment of a record. Without `--env-config`, every record gets
+    /// the flags' environment (a `metadata.env` such as `arl-tasks` writes is
+    /// then only a label); with one, an unknown `metadata.env` is an error.
     pub fn pick(&self, rec: &Record) -> Result<Arc<Env>, String> {
+        if self.by_name.is_empty() {
+            return Ok(self.default.clone());
+        }
         if let Some(v) = rec.meta("env") {
             let name = v.as_str().ok_or("field `metadata.env`: expected a string")?;
             return self.by_name.get(name).cloned().ok_or_else(|| format!("field `metadata.env`: unknown environment `{name}` (see --env-config)"));
