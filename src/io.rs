@@ -345,7 +345,7 @@ impl RecordWriter {
             Format::Jsonl => WriterKind::Jsonl { out, buf: Vec::with_capacity(1 << 16), flush_each },
             Format::Parquet => {
                 let mut props = WriterProperties::builder()
-                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
+                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
                     // Page-level statistics of per-token columns cost time and help no reader.
                     .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
                     .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP))
