@@ -23,40 +23,10 @@ pub struct ChatRequest {
     pub meta: ChatMeta,
 }
 
-/// Python's `json.dumps(v, ensure_ascii=False)` (separators `", "` and `": "`),
-/// which is what HF chat templates' `tojson` prints.
+/// Python's `json.dumps(v, ensure_ascii=False)`, what HF templates' `tojson` prints
+/// (one implementation: [`crate::chat::py_json_dumps`]).
 pub fn py_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_py(v, &mut out);
-    out
-}
-
-fn write_py(v: &Value, out: &mut String) {
-    match v {
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_py(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push('{');
-            for (i, (k, x)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push_str(": ");
-                write_py(x, out);
-            }
-            out.push('}');
-        }
-        other => out.push_str(&other.to_string()),
-    }
+    crate::chat::py_json_dumps(v, None)
 }
 
 /// Renders `messages` (and `tools`) with the tokenizer's chat template, ending

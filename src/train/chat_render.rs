@@ -14,39 +14,10 @@ use minijinja::value::Serde;
 use minijinja::{Environment, Value as JValue};
 use serde_json::Value;
 
-/// Python `json.dumps(v, ensure_ascii=False)`: `", "` and `": "` separators.
+/// Python's `json.dumps(v, ensure_ascii=False)`, what HF templates' `tojson` prints
+/// (one implementation: [`crate::chat::py_json_dumps`]).
 pub fn py_json(v: &Value) -> String {
-    let mut s = String::new();
-    write_py(v, &mut s);
-    s
-}
-
-fn write_py(v: &Value, out: &mut String) {
-    match v {
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_py(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(o) => {
-            out.push('{');
-            for (i, (k, x)) in o.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push_str(": ");
-                write_py(x, out);
-            }
-            out.push('}');
-        }
-        other => out.push_str(&other.to_string()),
-    }
+    crate::chat::py_json_dumps(v, None)
 }
 
 pub struct ChatRenderer {
