@@ -23,7 +23,7 @@ mkdir -p "$cache"
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 # --- Debian packages -------------------------------------------------------
-apt_pkgs=(bubblewrap pkg-config build-essential python3-venv bc curl)
+apt_pkgs=(bubblewrap pkg-config build-essential python3-venv bc curl jq)
 if [ "${ARL_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${apt_pkgs[@]}"; do

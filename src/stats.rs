@@ -1,6 +1,7 @@
 //! Streaming statistics over a record stream (`arl-inspect stats`): counts,
 //! statuses, rewards overall and per `data_source`, response lengths, token
-//! totals, group sizes, and pass@k / mean@k per `data_source`.
+//! totals, group sizes, and pass@k / mean@k per `data_source` (and per any
+//! further field named with `--by`, e.g. `metadata.kind`).
 use crate::record::{Record, Status};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -51,7 +52,8 @@ impl Moments {
 #[derive(Debug, Default)]
 struct Group {
     size: u64,
-    data_source: String,
+    /// The group's value of each breakdown key (data_source first), from its first record.
+    keys: Vec<String>,
     rewards: Vec<f64>,
 }
 
@@ -69,7 +71,8 @@ pub struct Stats {
     records: u64,
     status: BTreeMap<String, u64>,
     reward: Moments,
-    sources: BTreeMap<String, Source>,
+    /// Breakdowns: `data_source`, then every `--by` field, each value → its stats.
+    breakdowns: Vec<(String, BTreeMap<String, Source>)>,
     response_lens: Vec<u32>,
     tokens_total: u64,
     tokens_response: u64,
@@ -88,7 +91,7 @@ impl Stats {
             records: 0,
             status: BTreeMap::new(),
             reward: Moments::default(),
-            sources: BTreeMap::new(),
+            breakdowns: vec![("data_source".to_string(), BTreeMap::new())],
             response_lens: Vec::new(),
             tokens_total: 0,
             tokens_response: 0,
@@ -101,17 +104,57 @@ impl Stats {
         }
     }
 
+    /// Adds a breakdown by `field`: a top-level record field (`status`,
+    /// `finish_reason`, …) or a path into `metadata` (`metadata.kind`).
+    pub fn by(mut self, field: &str) -> Stats {
+        self.breakdowns.push((field.to_string(), BTreeMap::new()));
+        self
+    }
+
+    /// The value of a breakdown field for a record, as a label.
+    fn key_of(r: &Record, field: &str) -> String {
+        let label = |v: Option<&Value>| match v {
+            None | Some(Value::Null) => "(none)".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+        };
+        match field {
+            "data_source" => r.data_source.clone().unwrap_or_else(|| "(none)".to_string()),
+            "status" => r.status.map_or_else(|| "(none)".to_string(), |s| s.as_str().to_string()),
+            _ => match field.strip_prefix("metadata.") {
+                Some(path) => {
+                    let mut v = r.metadata.as_ref().and_then(|m| m.get(path.split('.').next().unwrap_or("")));
+                    for p in path.split('.').skip(1) {
+                        v = v.and_then(|x| x.get(p));
+                    }
+                    label(v)
+                }
+                None => label(serde_json::to_value(r).ok().as_ref().and_then(|j| j.get(field))),
+            },
+        }
+    }
+
     pub fn push(&mut self, r: &Record) {
         self.records += 1;
         if let Some(s) = r.status {
             *self.status.entry(s.as_str().to_string()).or_default() += 1;
         }
-        let ds = r.data_source.clone().unwrap_or_else(|| "(none)".to_string());
-        let src = self.sources.entry(ds.clone()).or_default();
-        src.records += 1;
+        let keys: Vec<String> = self.breakdowns.iter().map(|(f, _)| Self::key_of(r, f)).collect();
+        for ((_, map), key) in self.breakdowns.iter_mut().zip(&keys) {
+            let src = map.entry(key.clone()).or_default();
+            src.records += 1;
+            if let Some(x) = r.reward {
+                src.reward.push(x as f64);
+            }
+            if let Some(n) = r.response_len() {
+                src.response_len.push(n as f64);
+            }
+            if let Some(t) = r.tool_calls {
+                src.tool_calls.push(t as f64);
+            }
+        }
         if let Some(x) = r.reward {
             self.reward.push(x as f64);
-            src.reward.push(x as f64);
         }
         if let Some(t) = &r.tokens {
             self.tokens_total += t.len() as u64;
@@ -119,7 +162,6 @@ impl Stats {
         if let Some(n) = r.response_len() {
             self.response_lens.push(n as u32);
             self.tokens_response += n as u64;
-            src.response_len.push(n as f64);
         }
         self.tokens_trainable += r.trainable_tokens() as u64;
         if let Some(t) = r.turns {
@@ -127,12 +169,11 @@ impl Stats {
         }
         if let Some(t) = r.tool_calls {
             self.tool_calls.push(t as f64);
-            src.tool_calls.push(t as f64);
         }
         if let Some(pid) = &r.prompt_id {
             let g = self.groups.entry(pid.clone()).or_insert_with(|| {
                 self.group_order.push(pid.clone());
-                Group { data_source: ds, ..Default::default() }
+                Group { keys, ..Default::default() }
             });
             g.size += 1;
             if let Some(x) = r.reward {
@@ -161,9 +202,44 @@ impl Stats {
         for g in self.groups.values() {
             *sizes.entry(g.size).or_default() += 1;
         }
-        let mut by_source = Map::new();
-        for (name, s) in &self.sources {
-            let groups: Vec<&Group> = self.groups.values().filter(|g| &g.data_source == name).collect();
+        let sections: Vec<Map<String, Value>> =
+            (0..self.breakdowns.len()).map(|i| self.breakdown_json(i)).collect();
+        let mut out = json!({
+            "records": self.records,
+            "status": status,
+            "reward": self.reward.to_json(),
+            "by_data_source": sections[0],
+            "response_len": if lens.is_empty() { json!({"count": 0}) } else { json!({
+                "count": lens.len(),
+                "mean": lens.iter().map(|&x| x as f64).sum::<f64>() / lens.len() as f64,
+                "min": lens[0],
+                "p50": Self::percentile(&lens, 50.0),
+                "p90": Self::percentile(&lens, 90.0),
+                "p99": Self::percentile(&lens, 99.0),
+                "max": lens[lens.len() - 1],
+            })},
+            "tokens": {"total": self.tokens_total, "response": self.tokens_response, "trainable": self.tokens_trainable},
+            "groups": {"count": self.groups.len(), "sizes": sizes.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>()},
+            "pass_threshold": self.pass_threshold,
+        });
+        if self.turns.n > 0 {
+            out["turns"] = self.turns.to_json();
+        }
+        if self.tool_calls.n > 0 {
+            out["tool_calls"] = self.tool_calls.to_json();
+        }
+        for (i, (field, _)) in self.breakdowns.iter().enumerate().skip(1) {
+            out[format!("by_{field}")] = Value::Object(sections[i].clone());
+        }
+        out
+    }
+
+    /// One breakdown: per value, records, reward, groups, pass@k / mean@k,
+    /// mean response length and tool calls.
+    fn breakdown_json(&self, i: usize) -> Map<String, Value> {
+        let mut by = Map::new();
+        for (name, s) in &self.breakdowns[i].1 {
+            let groups: Vec<&Group> = self.groups.values().filter(|g| &g.keys[i] == name).collect();
             let scored: Vec<&&Group> = groups.iter().filter(|g| !g.rewards.is_empty()).collect();
             let mut o = json!({
                 "records": s.records,
@@ -189,33 +265,9 @@ impl Stats {
             if s.tool_calls.n > 0 {
                 o["tool_calls_mean"] = json!(s.tool_calls.mean());
             }
-            by_source.insert(name.clone(), o);
+            by.insert(name.clone(), o);
         }
-        let mut out = json!({
-            "records": self.records,
-            "status": status,
-            "reward": self.reward.to_json(),
-            "by_data_source": by_source,
-            "response_len": if lens.is_empty() { json!({"count": 0}) } else { json!({
-                "count": lens.len(),
-                "mean": lens.iter().map(|&x| x as f64).sum::<f64>() / lens.len() as f64,
-                "min": lens[0],
-                "p50": Self::percentile(&lens, 50.0),
-                "p90": Self::percentile(&lens, 90.0),
-                "p99": Self::percentile(&lens, 99.0),
-                "max": lens[lens.len() - 1],
-            })},
-            "tokens": {"total": self.tokens_total, "response": self.tokens_response, "trainable": self.tokens_trainable},
-            "groups": {"count": self.groups.len(), "sizes": sizes.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>()},
-            "pass_threshold": self.pass_threshold,
-        });
-        if self.turns.n > 0 {
-            out["turns"] = self.turns.to_json();
-        }
-        if self.tool_calls.n > 0 {
-            out["tool_calls"] = self.tool_calls.to_json();
-        }
-        out
+        by
     }
 
     /// A human-readable table of [`Stats::to_json`].
@@ -266,25 +318,30 @@ impl Stats {
         let sizes: Vec<String> =
             g["sizes"].as_object().map(|m| m.iter().map(|(k, v)| format!("{v}×{k}")).collect()).unwrap_or_default();
         s += &format!("groups             {}  sizes {}\n", g["count"], if sizes.is_empty() { "-".into() } else { sizes.join(" ") });
-        s += "\nby data_source\n";
-        s += &format!(
-            "  {:<28} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9}\n",
-            "data_source", "records", "groups", "reward", "std", "mean@k", "pass@k"
-        );
-        if let Some(m) = j["by_data_source"].as_object() {
-            for (name, o) in m {
-                let opt = |v: &Value| if v.is_null() { "-".to_string() } else { format!("{:.4}", v.as_f64().unwrap_or(0.0)) };
-                let k = o.get("k").and_then(Value::as_u64).map(|k| format!(" (k={k})")).unwrap_or_default();
-                s += &format!(
-                    "  {:<28} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9}{k}\n",
-                    name,
-                    o["records"].to_string(),
-                    o["groups"].to_string(),
-                    opt(&o["reward"]["mean"]),
-                    opt(&o["reward"]["std"]),
-                    opt(o.get("mean_at_k").unwrap_or(&Value::Null)),
-                    opt(o.get("pass_at_k").unwrap_or(&Value::Null)),
-                );
+        for (field, _) in &self.breakdowns {
+            let name = if field == "data_source" { "by_data_source".to_string() } else { format!("by_{field}") };
+            s += &format!("\nby {field}\n");
+            s += &format!(
+                "  {:<28} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
+                field, "records", "groups", "reward", "std", "mean@k", "pass@k", "tool calls"
+            );
+            if let Some(m) = j[&name].as_object() {
+                for (value, o) in m {
+                    let opt =
+                        |v: &Value| if v.is_null() { "-".to_string() } else { format!("{:.4}", v.as_f64().unwrap_or(0.0)) };
+                    let k = o.get("k").and_then(Value::as_u64).map(|k| format!(" (k={k})")).unwrap_or_default();
+                    s += &format!(
+                        "  {:<28} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10}{k}\n",
+                        value,
+                        o["records"].to_string(),
+                        o["groups"].to_string(),
+                        opt(&o["reward"]["mean"]),
+                        opt(&o["reward"]["std"]),
+                        opt(o.get("mean_at_k").unwrap_or(&Value::Null)),
+                        opt(o.get("pass_at_k").unwrap_or(&Value::Null)),
+                        opt(o.get("tool_calls_mean").unwrap_or(&Value::Null)),
+                    );
+                }
             }
         }
         s
@@ -321,5 +378,31 @@ mod tests {
         assert_eq!(j["by_data_source"]["d"]["pass_at_k"], json!(0.5));
         assert_eq!(j["by_data_source"]["d"]["mean_at_k"], json!(0.25));
         assert_eq!(j["groups"]["sizes"]["2"], json!(2));
+    }
+
+    #[test]
+    fn breakdown_by_a_metadata_field() {
+        let mut s = Stats::new(1.0).by("metadata.kind");
+        for (pid, kind, rw, tc) in [("a", "easy", 1.0, 0), ("a", "easy", 1.0, 1), ("b", "hard", 0.0, 1), ("c", "hard", 1.0, 1)] {
+            let mut m = serde_json::Map::new();
+            m.insert("kind".into(), json!(kind));
+            s.push(&Record {
+                prompt_id: Some(pid.into()),
+                data_source: Some("arith".into()),
+                reward: Some(rw),
+                tool_calls: Some(tc),
+                metadata: Some(m),
+                ..Default::default()
+            });
+        }
+        s.push(&Record { prompt_id: Some("d".into()), ..Default::default() });
+        let j = s.to_json();
+        let by = &j["by_metadata.kind"];
+        assert_eq!(by["easy"]["tool_calls_mean"], json!(0.5));
+        assert_eq!(by["hard"]["tool_calls_mean"], json!(1.0));
+        assert_eq!(by["hard"]["pass_at_k"], json!(0.5));
+        assert_eq!(by["(none)"]["records"], json!(1));
+        assert_eq!(j["by_data_source"]["arith"]["records"], json!(4));
+        assert!(s.to_table().contains("by metadata.kind"));
     }
 }

@@ -23,12 +23,10 @@ pub fn vocab_len() -> usize {
     128 + SPECIAL.len() + ADDED.len()
 }
 
-/// ChatML with the Qwen2.5 tool-call convention (reference/protocols.md §5.2):
-/// tool signatures in the system turn, `<tool_call>` JSON in assistant turns
-/// (string arguments inserted as-is), consecutive tool results merged into one
-/// user turn of `<tool_response>` blocks. No default system prompt (as Qwen3),
-/// which keeps character-level sequences short.
-pub const CHAT_TEMPLATE: &str = r##"{%- if tools %}
+// The templates are assembled from a system part and the shared message part.
+macro_rules! qwen_system {
+    () => {
+        r##"{%- if tools %}
     {{- '<|im_start|>system\n' }}
     {%- if messages[0]['role'] == 'system' %}
         {{- messages[0]['content'] + '\n\n' }}
@@ -44,7 +42,41 @@ pub const CHAT_TEMPLATE: &str = r##"{%- if tools %}
         {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
     {%- endif %}
 {%- endif %}
-{%- for message in messages %}
+"##
+    };
+}
+
+macro_rules! compact_system {
+    () => {
+        r##"{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] + '\n\n' }}
+    {%- endif %}
+    {{- 'Tools: ' }}
+    {%- for tool in tools %}
+        {%- if tool.function is defined %}
+            {{- tool.function.name }}
+        {%- else %}
+            {{- tool.name }}
+        {%- endif %}
+        {%- if not loop.last %}
+            {{- ', ' }}
+        {%- endif %}
+    {%- endfor %}
+    {{- '<|im_end|>\n' }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+"##
+    };
+}
+
+macro_rules! chat_body {
+    () => {
+        r##"{%- for message in messages %}
     {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
         {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
     {%- elif message.role == "assistant" %}
@@ -85,7 +117,24 @@ pub const CHAT_TEMPLATE: &str = r##"{%- if tools %}
 {%- if add_generation_prompt %}
     {{- '<|im_start|>assistant\n' }}
 {%- endif %}
-"##;
+"##
+    };
+}
+
+/// ChatML with the Qwen2.5 tool-call convention (reference/protocols.md §5.2):
+/// tool signatures in the system turn, `<tool_call>` JSON in assistant turns
+/// (string arguments inserted as-is), consecutive tool results merged into one
+/// user turn of `<tool_response>` blocks. No default system prompt (as Qwen3),
+/// which keeps character-level sequences short.
+pub const CHAT_TEMPLATE: &str = concat!(qwen_system!(), chat_body!());
+
+/// The same template with a one-line tool header (`Tools: calculator, python`)
+/// instead of Qwen's ~800-character instructions and JSON signatures: calls
+/// and results keep the Qwen convention (`<tool_call>` JSON, `<tool_response>`
+/// in a user turn). For models trained from scratch on a character-level
+/// vocabulary (the demo), where the long header would be most of every
+/// sequence and of the compute, and carries nothing such a model can read.
+pub const COMPACT_CHAT_TEMPLATE: &str = concat!(compact_system!(), chat_body!());
 
 fn token_name(i: u32) -> String {
     match i {
@@ -126,8 +175,27 @@ pub fn tokenizer_json() -> Result<String> {
     t.to_string(true).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// Which chat template `make-tokenizer` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Template {
+    /// Qwen2.5's tool header: instructions and every tool's JSON signature.
+    #[default]
+    Qwen,
+    /// One line naming the tools; calls and results as Qwen writes them.
+    Compact,
+}
+
+impl Template {
+    pub fn source(self) -> &'static str {
+        match self {
+            Template::Qwen => CHAT_TEMPLATE,
+            Template::Compact => COMPACT_CHAT_TEMPLATE,
+        }
+    }
+}
+
 /// `tokenizer_config.json`: eos `<|im_end|>`, pad `<|endoftext|>`, the chat template.
-pub fn tokenizer_config() -> Value {
+pub fn tokenizer_config(template: Template) -> Value {
     let mut decoder = serde_json::Map::new();
     for (k, t) in SPECIAL.iter().chain(ADDED).enumerate() {
         decoder.insert(
@@ -148,16 +216,16 @@ pub fn tokenizer_config() -> Value {
         "errors": "replace",
         "split_special_tokens": false,
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "chat_template": CHAT_TEMPLATE,
+        "chat_template": template.source(),
     })
 }
 
 /// Writes `tokenizer.json` and `tokenizer_config.json` into `dir`.
-pub fn write(dir: &Path) -> Result<()> {
+pub fn write(dir: &Path, template: Template) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
     let tok = tokenizer_json()?;
     std::fs::write(dir.join("tokenizer.json"), tok + "\n").context("writing tokenizer.json")?;
-    let cfg = serde_json::to_string_pretty(&tokenizer_config())? + "\n";
+    let cfg = serde_json::to_string_pretty(&tokenizer_config(template))? + "\n";
     std::fs::write(dir.join("tokenizer_config.json"), cfg).context("writing tokenizer_config.json")?;
     Ok(())
 }

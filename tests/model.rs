@@ -49,27 +49,37 @@ fn kv_cache_matches_full_forward() {
         let full =
             |s: &[i64]| tch::no_grad(|| model.forward(&Tensor::from_slice(s).view([1, s.len() as i64]), None).get(0));
         let (fa, fb) = (full(&a), full(&b));
-        // Prefill in two chunks, then decode both sequences together with different cache lengths.
-        let mut ca = model.new_cache();
-        let mut cb = model.new_cache();
-        let p1 = model.prefill(&mut ca, &a[..3]);
-        let p2 = model.prefill(&mut ca, &a[3..6]);
-        let pb = model.prefill(&mut cb, &b[..2]);
+        // Prefill in two chunks, then decode both sequences together with
+        // different cache lengths, in both slot orders (a view and a gather).
+        let mut cache = model.new_cache();
+        let (sa, sb) = (cache.alloc(), cache.alloc());
+        let p1 = model.prefill(&mut cache, sa, &a[..3]);
+        let p2 = model.prefill(&mut cache, sa, &a[3..6]);
+        let pb = model.prefill(&mut cache, sb, &b[..2]);
         assert!(max_abs_diff(&p1, &fa.narrow(0, 0, 3)) < 1e-4);
         assert!(max_abs_diff(&p2, &fa.narrow(0, 3, 3)) < 1e-4);
         assert!(max_abs_diff(&pb, &fb.narrow(0, 0, 2)) < 1e-4);
-        let mut pairs = vec![(6usize, 2usize)];
-        pairs.push((7, 3));
-        for (ia, ib) in pairs {
-            let out = model.decode_step(&mut [&mut ca, &mut cb], &[a[ia], b[ib]]);
-            assert!(max_abs_diff(&out.get(0), &fa.get(ia as i64)) < 1e-4, "{name} a@{ia}");
-            assert!(max_abs_diff(&out.get(1), &fb.get(ib as i64)) < 1e-4, "{name} b@{ib}");
+        let out = model.decode_step(&mut cache, &[sa, sb], &[a[6], b[2]]);
+        assert!(max_abs_diff(&out.get(0), &fa.get(6)) < 1e-4, "{name} a@6");
+        assert!(max_abs_diff(&out.get(1), &fb.get(2)) < 1e-4, "{name} b@2");
+        let out = model.decode_step(&mut cache, &[sb, sa], &[b[3], a[7]]);
+        assert!(max_abs_diff(&out.get(1), &fa.get(7)) < 1e-4, "{name} a@7");
+        assert!(max_abs_diff(&out.get(0), &fb.get(3)) < 1e-4, "{name} b@3");
+        assert_eq!((cache.len(sa), cache.len(sb)), (8, 4));
+        // Many slots: growing the cache keeps what the old slots hold.
+        let extra: Vec<usize> = (0..20).map(|_| cache.alloc()).collect();
+        for &s in &extra {
+            let _ = model.prefill(&mut cache, s, &b[..1]);
         }
-        assert_eq!((ca.len(), cb.len()), (8, 4));
+        cache.free(sb);
+        assert_eq!(cache.active(), 21);
         // Truncate and re-run: the same logits as the first time.
-        ca.truncate(5);
-        let again = model.prefill(&mut ca, &a[5..7]);
+        cache.truncate(sa, 5);
+        let again = model.prefill(&mut cache, sa, &a[5..7]);
         assert!(max_abs_diff(&again, &fa.narrow(0, 5, 2)) < 1e-4);
+        let out = model.decode_step(&mut cache, &[extra[3], sa], &[b[1], a[7]]);
+        assert!(max_abs_diff(&out.get(0), &fb.get(1)) < 1e-4, "{name} b@1 in a late slot");
+        assert!(max_abs_diff(&out.get(1), &fa.get(7)) < 1e-4, "{name} a@7 after truncate");
         // token_logprobs is log_softmax at the ids.
         let ids = Tensor::from_slice(&a[1..]);
         let lp = token_logprobs(&fa.narrow(0, 0, 8), &ids, 0.7);

@@ -54,6 +54,11 @@ pub struct StatsArgs {
     /// Reward at or above which a sample counts as solved for pass@k
     #[arg(long, default_value_t = 1.0, value_name = "R")]
     pub pass_threshold: f64,
+    /// Also break the statistics down by this field: a record field
+    /// (`finish_reason`, `status`) or a path into `metadata` (`metadata.kind`,
+    /// `metadata.difficulty`); repeatable
+    #[arg(long, value_name = "FIELD")]
+    pub by: Vec<String>,
 }
 
 /// One record for a human: prompt, turns, tool calls, trained spans, reward
@@ -121,7 +126,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut inp = cli::Input::open(&a.input)?;
-    let mut st = Stats::new(a.pass_threshold);
+    let mut st = a.by.iter().fold(Stats::new(a.pass_threshold), |st, f| st.by(f));
     let pb = cli::progress(a.input.quiet, None, "records");
     while let Some(batch) = inp.next_batch()? {
         pb.inc(batch.len() as u64);

@@ -97,6 +97,11 @@ pub struct Args {
     #[arg(long, help_heading = "arith")]
     pub mixed: bool,
 
+    /// arith with `--mixed`: share of easy demonstrations that call the
+    /// calculator anyway (SFT data for a policy that over-uses the tool)
+    #[arg(long, default_value_t = 0.0, value_name = "R", help_heading = "arith")]
+    pub easy_tool_rate: f64,
+
     /// arith: cost per tool call, written to `metadata.tool_cost`;
     /// `arl-reward` subtracts cost × `tool_calls` from the reward
     #[arg(long, value_name = "C", help_heading = "arith")]
@@ -111,8 +116,8 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    if !(0.0..=1.0).contains(&a.noise) {
-        return Err(cli::usage("`--noise` must be between 0 and 1"));
+    if !(0.0..=1.0).contains(&a.noise) || !(0.0..=1.0).contains(&a.easy_tool_rate) {
+        return Err(cli::usage("`--noise` and `--easy-tool-rate` must be between 0 and 1"));
     }
     if a.family != Family::Arith && (a.noise > 0.0 || a.mixed || a.tool_cost.is_some()) {
         return Err(cli::usage("`--noise`, `--mixed` and `--tool-cost` apply to `arith` only"));
@@ -137,7 +142,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     let fam = a.family.name();
     let fam_key = mix(&[fam.len() as u64, fam.bytes().fold(0u64, |h, b| h.wrapping_mul(131).wrapping_add(b as u64))]);
-    let aopts = ArithOpts { noise: a.noise, mixed: a.mixed, tool_cost: a.tool_cost };
+    if a.easy_tool_rate > 0.0 && !a.mixed {
+        return Err(cli::usage("`--easy-tool-rate` needs `--mixed`"));
+    }
+    let aopts = ArithOpts { noise: a.noise, mixed: a.mixed, tool_cost: a.tool_cost, easy_tool_rate: a.easy_tool_rate };
     let mut out = a.output.open()?;
     for i in a.start..a.start + a.count {
         let mut rng = Rng::new(mix(&[fam_key, a.seed, i, level as u64]));

@@ -263,6 +263,11 @@ pub struct MakeTokenizerArgs {
     /// Output directory
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Chat template: Qwen2.5's (tool signatures in the system turn) or a
+    /// compact one (`Tools: name, …`; same call and result format), which keeps
+    /// character-level sequences of models trained from scratch short
+    #[arg(long, value_enum, default_value = "qwen")]
+    pub template: crate::tokenizer_build::Template,
 }
 
 #[derive(Debug, Clone, ClapArgs)]
@@ -291,7 +296,7 @@ pub struct LogprobsArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Some(Command::MakeTokenizer(a)) => {
-            crate::tokenizer_build::write(&a.out)?;
+            crate::tokenizer_build::write(&a.out, a.template)?;
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(feature = "torch")]

@@ -127,13 +127,33 @@ fn find_boxed(s: &str) -> Option<(usize, usize)> {
     }
 }
 
-/// The text after the last `Answer:` (any case, markdown bold allowed) on its line.
+/// End-of-turn markers a decoded response may still carry (the rollout keeps
+/// the stop token, as SGLang and slime do): ChatML / Llama 3 `<|…|>`, `</s>`,
+/// Gemma's `<end_of_turn>` and `<eos>`. An answer line ends at the first.
+const END_MARKERS: &[&str] = &["<|", "</s>", "<end_of_turn>", "<eos>"];
+
+/// `s` without a trailing end-of-turn marker (and what follows it).
+pub fn strip_end_marker(s: &str) -> &str {
+    let t = s.trim_end();
+    for m in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<end_of_turn>", "<eos>"] {
+        if let Some(x) = t.strip_suffix(m) {
+            return x;
+        }
+    }
+    s
+}
+
+/// The text after the last `Answer:` (any case, markdown bold allowed) on its
+/// line, up to an end-of-turn marker.
 pub fn answer_line(s: &str) -> Option<&str> {
     let lower = s.to_ascii_lowercase();
     let pos = lower.rfind("answer:").or_else(|| lower.rfind("answer is"))?;
     let kw = if lower[pos..].starts_with("answer:") { 7 } else { 9 };
     let rest = &s[pos + kw..];
-    let line = rest.split('\n').next().unwrap_or("");
+    let mut line = rest.split('\n').next().unwrap_or("");
+    if let Some(cut) = END_MARKERS.iter().filter_map(|m| line.find(m)).min() {
+        line = &line[..cut];
+    }
     let t = line.trim().trim_start_matches("**").trim_end_matches("**").trim();
     let t = t.trim_start_matches(':').trim();
     if t.is_empty() {
@@ -925,6 +945,9 @@ mod tests {
         assert_eq!(boxed_all("\\boxed{unclosed"), Vec::<&str>::new());
         assert_eq!(answer_line("work\nAnswer: 42\n"), Some("42"));
         assert_eq!(answer_line("**Answer:** 7"), Some("7"));
+        assert_eq!(answer_line("Answer: 18855<|im_end|>"), Some("18855"));
+        assert_eq!(answer_line("Answer: 5</s>"), Some("5"));
+        assert_eq!(answer_line("Answer: <|im_end|>"), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@ use super::{ScoreError, Score};
 use serde_json::{json, Value};
 
 /// The answer part of a response: the last `\boxed{}`, else the last `Answer:`
-/// line, else the whole response, trimmed.
+/// line, else the whole response up to a trailing end-of-turn marker, trimmed.
 pub fn answer_part(resp: &str) -> (&str, &'static str) {
     if let Some(b) = super::math::boxed_all(resp).pop() {
         return (b.trim(), "boxed");
@@ -11,7 +11,7 @@ pub fn answer_part(resp: &str) -> (&str, &'static str) {
     if let Some(a) = super::math::answer_line(resp) {
         return (a, "answer_line");
     }
-    (resp.trim(), "response")
+    (super::math::strip_end_marker(resp).trim(), "response")
 }
 
 fn labels(label: &Value) -> Result<Vec<String>, ScoreError> {

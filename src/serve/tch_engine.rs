@@ -1,5 +1,5 @@
 //! The libtorch engine: the shared decoder of `crate::model` (the one `arl-train`
-//! trains), with one KV cache per sequence and batched decode steps. Rows are
+//! trains), with one slot of a shared KV cache per sequence and batched decode steps. Rows are
 //! `log_softmax(logits.float() / T)`, the formula `arl-train` uses to score the
 //! same tokens, so server and trainer log-probs agree.
 use super::engine::{Engine, SeqId};
@@ -12,7 +12,8 @@ use tch::{Device, Kind, Tensor};
 
 pub struct TchEngine {
     model: Model,
-    caches: HashMap<SeqId, KvCache>,
+    cache: KvCache,
+    slots: HashMap<SeqId, usize>,
     vocab: usize,
     context: usize,
     device: Device,
@@ -70,7 +71,8 @@ impl TchEngine {
         let model = Model::load(dir, device, kind).with_context(|| format!("loading model `{}`", dir.display()))?;
         let vocab = model.config.vocab_size as usize;
         let context = model.config.max_position_embeddings as usize;
-        Ok(TchEngine { model, caches: HashMap::new(), vocab, context, device })
+        let cache = model.new_cache();
+        Ok(TchEngine { model, cache, slots: HashMap::new(), vocab, context, device })
     }
 }
 
@@ -84,10 +86,10 @@ impl Engine for TchEngine {
     fn prefill(&mut self, seq: SeqId, ids: &[u32], temperature: f32, from_row: usize) -> Result<Vec<f32>> {
         let _g = tch::no_grad_guard();
         let ids: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
-        let model = &self.model;
-        let cache = self.caches.entry(seq).or_insert_with(|| model.new_cache());
+        let (model, cache) = (&self.model, &mut self.cache);
+        let slot = *self.slots.entry(seq).or_insert_with(|| cache.alloc());
         let lp = guarded("prefill", || {
-            let logits = model.prefill(cache, &ids);
+            let logits = model.prefill(cache, slot, &ids);
             let rows = logits.narrow(0, from_row as i64, (ids.len() - from_row) as i64);
             (rows.to_kind(Kind::Float) / temperature as f64).log_softmax(-1, Kind::Float)
         })?;
@@ -95,36 +97,23 @@ impl Engine for TchEngine {
     }
     fn decode(&mut self, seqs: &[SeqId], last: &[u32], temperatures: &[f32]) -> Result<Vec<f32>> {
         let _g = tch::no_grad_guard();
-        let mut taken = Vec::with_capacity(seqs.len());
-        for s in seqs {
-            match self.caches.remove(s) {
-                Some(c) => taken.push((*s, c)),
-                None => {
-                    for (k, c) in taken {
-                        self.caches.insert(k, c);
-                    }
-                    anyhow::bail!("no KV cache for sequence {s}");
-                }
-            }
-        }
+        let slots: Vec<usize> = seqs
+            .iter()
+            .map(|s| self.slots.get(s).copied().ok_or_else(|| anyhow!("no KV cache for sequence {s}")))
+            .collect::<Result<_>>()?;
         let last: Vec<i64> = last.iter().map(|&i| i as i64).collect();
-        let model = &self.model;
-        let device = self.device;
-        let result = {
-            let mut refs: Vec<&mut KvCache> = taken.iter_mut().map(|(_, c)| c).collect();
-            guarded("decode step", || {
-                let logits = model.decode_step(&mut refs, &last);
-                let t = Tensor::from_slice(temperatures).to_device(device).view([-1, 1]);
-                (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
-            })
-        };
-        for (k, c) in taken {
-            self.caches.insert(k, c);
-        }
-        to_vec(&result?)
+        let (model, cache, device) = (&self.model, &mut self.cache, self.device);
+        let lp = guarded("decode step", || {
+            let logits = model.decode_step(cache, &slots, &last);
+            let t = Tensor::from_slice(temperatures).to_device(device).view([-1, 1]);
+            (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
+        })?;
+        to_vec(&lp)
     }
     fn release(&mut self, seq: SeqId) {
-        self.caches.remove(&seq);
+        if let Some(slot) = self.slots.remove(&seq) {
+            self.cache.free(slot);
+        }
     }
     fn reload(&mut self, dir: &Path) -> Result<()> {
         crate::sync::check_checkpoint(dir)?;

@@ -18,6 +18,8 @@ pub struct ArithOpts {
     pub mixed: bool,
     /// Cost per tool call, recorded in `metadata.tool_cost` for `arl-reward`.
     pub tool_cost: Option<f64>,
+    /// With `mixed`: share of easy demonstrations that still call the calculator.
+    pub easy_tool_rate: f64,
 }
 
 fn operand(rng: &mut Rng, digits: u32) -> i64 {
@@ -125,7 +127,7 @@ pub fn generate(rng: &mut Rng, level: u32, o: &ArithOpts) -> (Task, u32) {
         meta.insert("noisy".into(), json!(true));
         let w = format!("Answer: {}", plausible_wrong(rng, v));
         (w.clone(), json!([{"role": "user", "content": prompt}, {"role": "assistant", "content": w}]))
-    } else if kind == "easy" && o.mixed {
+    } else if kind == "easy" && o.mixed && !(o.easy_tool_rate > 0.0 && rng.bool(o.easy_tool_rate)) {
         (answer.clone(), json!([{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]))
     } else {
         (
@@ -138,5 +140,5 @@ pub fn generate(rng: &mut Rng, level: u32, o: &ArithOpts) -> (Task, u32) {
             ]),
         )
     };
-    (Task { prompt, label: json!(v.to_string()), response, messages: Some(messages), metadata: meta }, level)
+    (Task { prompt, label: json!(v.to_string()), response, messages: Some(messages), metadata: meta, tools: vec![crate::tools::calculator_def()] }, level)
 }

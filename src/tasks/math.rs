@@ -81,5 +81,5 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
     };
     let prompt = format!("{problem} {SUFFIX}");
     let response = format!("{work}\n\\boxed{{{answer}}}");
-    Task { prompt, label: json!(answer), response, messages: None, metadata: serde_json::Map::new() }
+    Task { prompt, label: json!(answer), response, messages: None, metadata: serde_json::Map::new(), tools: vec![] }
 }

@@ -29,6 +29,10 @@ pub struct Task {
     /// The whole demonstration, when it differs from user + one assistant turn.
     pub messages: Option<Value>,
     pub metadata: serde_json::Map<String, Value>,
+    /// Definitions of the tools the demonstration may call; with solutions they
+    /// go to `metadata.tools`, where `arl-train --loss sft` renders them into the
+    /// system turn exactly as `arl-rollout --tools …` does.
+    pub tools: Vec<Value>,
 }
 
 impl Task {
@@ -49,6 +53,11 @@ impl Task {
             });
             r.response = Some(self.response);
             r.messages = Some(msgs);
+            if !self.tools.is_empty() {
+                if let Some(m) = r.metadata.as_mut() {
+                    m.insert("tools".into(), Value::Array(self.tools));
+                }
+            }
         }
         r
     }

@@ -439,7 +439,11 @@ fn train_step(
         .max(1.0);
     let mut s = StepStats { ratio_min: f64::INFINITY, ratio_max: f64::NEG_INFINITY, ..Default::default() };
     opt.zero_grad();
-    for mb in pack(chunk, lens, args.max_tokens_per_micro_batch) {
+    // Micro-batches of similar lengths waste less on padding; the step's
+    // gradient does not depend on how its samples are grouped.
+    let mut by_len = chunk.to_vec();
+    by_len.sort_by_key(|&i| lens[i]);
+    for mb in pack(&by_len, lens, args.max_tokens_per_micro_batch) {
         let group: Vec<&Sample> = mb.iter().map(|&i| &samples[i]).collect();
         let batch = make_batch(&group, model.device());
         s.all_tokens += batch.tokens;

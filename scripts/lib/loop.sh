@@ -1,0 +1,121 @@
+# Shared pieces of the loop scripts (scripts/loop-sync.sh, loop-async.sh,
+# demo.sh); sourced, not run. Every stage is an arl binary; this file only
+# wires them together, keeps each step's files, and appends one JSON line per
+# step to $RUN/metrics.jsonl.
+#
+# Variables (set by the caller or an experiment file, see experiments/):
+#   BIN        where the arl binaries are            (target/release)
+#   RUN        run directory                         (required)
+#   PROMPTS    prompt pool (JSONL/Parquet) the steps draw batches from
+#   BATCH      prompts per step                      (16)
+#   N          samples per prompt                    (8)
+#   ROLLOUT_ARGS  extra arl-rollout flags (tools, turns, lengths)
+#   TEMPERATURE   sampling temperature of training rollouts (1.0)
+#   REWARD_ARGS   arl-reward flags                   (--rm auto)
+#   FILTER_ARGS   arl-filter flags                   (--drop-status aborted,failed)
+#   ADV_ARGS      arl-advantage flags                (--estimator grpo)
+#   TRAIN_ARGS    arl-train flags for an RL step     (--lr 1e-6)
+#   SEED       base seed                             (1)
+
+: "${BIN:=target/release}"
+: "${BATCH:=16}"
+: "${N:=8}"
+: "${ROLLOUT_ARGS:=}"
+: "${TEMPERATURE:=1.0}"
+: "${REWARD_ARGS:=--rm auto}"
+: "${FILTER_ARGS:=--drop-status aborted,failed}"
+: "${ADV_ARGS:=--estimator grpo}"
+: "${TRAIN_ARGS:=--lr 1e-6}"
+: "${SEED:=1}"
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+now() { date +%s.%N; }
+elapsed() { echo "$(now) - $1" | bc; }
+
+# start_server DIR PORT VERSION: arl-serve on loopback, waits for /health.
+start_server() {
+  local dir=$1 port=$2 version=$3
+  "$BIN/arl-serve" --model-path "$dir" --port "$port" --weight-version "$version" ${SERVE_ARGS:-} \
+    >>"$RUN/logs/serve.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -n 20 "$RUN/logs/serve.log" >&2; return 1; }
+    sleep 0.2
+  done
+  echo "arl-serve did not come up on port $port" >&2
+  return 1
+}
+
+# jget FILE FILTER: one value out of a JSON file (null when missing).
+jget() { jq -c "$2 // null" "$1"; }
+
+# eval_policy STEP ENDPOINT TOKENIZER: held-out evaluation of what the server
+# serves now: greedy (temperature 0, one sample) and sampled (EVAL_K samples at
+# $TEMPERATURE) on $EVAL_PROMPTS; appends a {"phase":"eval"} line.
+eval_policy() {
+  local step=$1 endpoint=$2 tok=$3 d="$RUN/eval/step-$1"
+  mkdir -p "$d"
+  "$BIN/arl-rollout" -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
+      -n 1 --temperature 0 $ROLLOUT_ARGS \
+    | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/greedy.jsonl"
+  "$BIN/arl-rollout" -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
+      -n "${EVAL_K:-8}" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
+    | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/sampled.jsonl"
+  "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/greedy.jsonl" >"$d/greedy.stats.json"
+  "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/sampled.jsonl" >"$d/sampled.stats.json"
+  # Accuracy: the share of samples whose verifier score (reward_detail.score,
+  # before tool costs and shaping) is 1.
+  local g s
+  g=$(jq -s '[.[] | if (.reward_detail.score // .reward // 0) >= 1 then 1 else 0 end] | add / length' "$d/greedy.jsonl")
+  jq -nc --argjson step "$step" --argjson g "$g" \
+     --slurpfile gs "$d/greedy.stats.json" --slurpfile ss "$d/sampled.stats.json" \
+     '{phase: "eval", step: $step, greedy_accuracy: $g,
+       greedy_tool_call_rate: ($gs[0].tool_calls.mean // 0),
+       sampled_reward: $ss[0].reward.mean,
+       mean_at_k: ([$ss[0].by_data_source[] | .mean_at_k] | add / length),
+       pass_at_k: ([$ss[0].by_data_source[] | .pass_at_k] | add / length),
+       k: ([$ss[0].by_data_source[] | .k] | max),
+       by_data_source: ($ss[0].by_data_source | map_values({mean_at_k, pass_at_k, k})),
+       greedy_by: ($gs[0] | with_entries(select(.key | startswith("by_metadata"))) | map_values(map_values({reward: .reward.mean, tool_calls: .tool_calls_mean})))}' \
+    >>"$RUN/metrics.jsonl"
+  tail -n 1 "$RUN/metrics.jsonl" \
+    | jq -r '"eval  step \(.step): greedy accuracy \(.greedy_accuracy*1000|round/1000)  mean@\(.k) \(.mean_at_k*1000|round/1000)  pass@\(.k) \(.pass_at_k*1000|round/1000)"' >&2
+}
+
+# rl_step STEP ENDPOINT POLICY_DIR OUT_DIR: one synchronous GRPO step: rollout of
+# batch STEP-1 of $PROMPTS against the endpoint, reward, filter, advantages,
+# one arl-train run from POLICY_DIR into OUT_DIR. Every intermediate file is
+# kept under $RUN/steps/step-N/ (inputs for replay: batch.jsonl, the policy,
+# the seed). Appends a {"phase":"rl"} line.
+rl_step() {
+  local step=$1 endpoint=$2 policy=$3 out=$4 d="$RUN/steps/step-$1" t0 t1 t2
+  mkdir -p "$d"
+  t0=$(now)
+  "$BIN/arl-rollout" -q -i "$PROMPTS" --batch-size "$BATCH" --step "$((step - 1))" --seed "$SEED" \
+      --endpoint "$endpoint" --tokenizer "$policy" -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
+    | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/scored.jsonl"
+  t1=$(now)
+  "$BIN/arl-filter" -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
+    | "$BIN/arl-advantage" -q $ADV_ARGS --group-size "$N" -o "$d/batch.jsonl"
+  local resume=""
+  [ -d "$policy/trainer_state" ] && [ "$step" -gt 1 ] && resume=--resume
+  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl $TRAIN_ARGS --seed $((SEED + step))" >"$d/train.cmd"
+  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" $TRAIN_ARGS \
+      --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
+  t2=$(now)
+  "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/scored.jsonl" >"$d/stats.json"
+  local acc
+  acc=$(jq -s '[.[] | if (.reward_detail.score // .reward // 0) >= 1 then 1 else 0 end] | add / length' "$d/scored.jsonl")
+  jq -nc --argjson step "$step" --argjson acc "$acc" --slurpfile st "$d/stats.json" \
+     --slurpfile tm <(tail -n 1 "$d/train-metrics.jsonl") \
+     --argjson rs "$(echo "$t1 - $t0" | bc)" --argjson ts "$(echo "$t2 - $t1" | bc)" \
+     '{phase: "rl", step: $step, samples: $st[0].records, reward_mean: $st[0].reward.mean, accuracy: $acc,
+       tool_call_rate: ($st[0].tool_calls.mean // 0), response_len: $st[0].response_len.mean,
+       loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, clip_frac: $tm[0].clip_frac, entropy: $tm[0].entropy,
+       by: ($st[0] | with_entries(select(.key | startswith("by_metadata"))) | map_values(map_values({reward: .reward.mean, tool_calls: .tool_calls_mean}))),
+       rollout_s: $rs, train_s: $ts, samples_per_s: ($st[0].records / ($rs + $ts))}' \
+    >>"$RUN/metrics.jsonl"
+  tail -n 1 "$RUN/metrics.jsonl" \
+    | jq -r '"step \(.step): reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls \(.tool_call_rate*100|round/100)  loss \(.loss*10000|round/10000)  rollout \(.rollout_s|round)s train \(.train_s|round)s"' >&2
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The synchronous agent-RL loop, any number of steps, on files:
+#
+#   per step K:  arl-rollout (batch K of $PROMPTS, $N samples each, against the
+#                endpoint) | arl-reward → arl-filter | arl-advantage → arl-train
+#                (ckpt/step-K-1 → ckpt/step-K) → arl-sync (weight version K)
+#
+# Everything is a variable, so the same script drives this machine's CPUs
+# (arl-serve started here) or a GPU trainer and an SGLang fleet:
+#
+#   RUN=runs/x MODEL=ckpt/sft PROMPTS=prompts.jsonl STEPS=100 scripts/loop-sync.sh
+#   ENDPOINT=http://router:30000 SYNC_ARGS="--router http://router:30000 --server-path /shared/ckpt" \
+#     TRAIN_ARGS="--device cuda --lr 1e-6" ... scripts/loop-sync.sh
+#
+# Variables: RUN, MODEL (the policy at step 0), PROMPTS, STEPS (required);
+# BATCH, N, ROLLOUT_ARGS, REWARD_ARGS, FILTER_ARGS, ADV_ARGS, TRAIN_ARGS, SEED
+# (scripts/lib/loop.sh); ENDPOINT (default: start arl-serve on PORT, 30123);
+# SYNC_ARGS (default: --endpoint $ENDPOINT); EVAL_PROMPTS with EVAL_EVERY and
+# EVAL_K for held-out evaluation; EXP: an experiment file to source first.
+#
+# It resumes: a step whose checkpoint exists is done (checkpoints appear
+# atomically); a re-run continues after the last one and re-syncs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck disable=SC1090
+[ -n "${EXP:-}" ] && . "$EXP"
+: "${RUN:?set RUN}" "${MODEL:?set MODEL}" "${PROMPTS:?set PROMPTS}" "${STEPS:?set STEPS}"
+. scripts/lib/loop.sh
+mkdir -p "$RUN"/{logs,ckpt,steps,eval}
+[ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$MODEL")" "$RUN/ckpt/step-0"
+last=0
+while [ -d "$RUN/ckpt/step-$((last + 1))" ]; do last=$((last + 1)); done
+if [ -z "${ENDPOINT:-}" ]; then
+  PORT=${PORT:-30123}
+  ENDPOINT=http://127.0.0.1:$PORT
+  trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
+  log "arl-serve: ckpt/step-$last on $ENDPOINT (weight version $last)"
+  start_server "$RUN/ckpt/step-$last" "$PORT" "$last"
+elif [ "$last" -gt 0 ]; then
+  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$last" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$last" \
+    >>"$RUN/logs/sync.log" 2>&1
+fi
+EVAL_EVERY=${EVAL_EVERY:-0}
+for step in $(seq "$((last + 1))" "$STEPS"); do
+  rl_step "$step" "$ENDPOINT" "$RUN/ckpt/step-$((step - 1))" "$RUN/ckpt/step-$step"
+  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$step" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$step" \
+    >>"$RUN/logs/sync.log" 2>&1
+  if [ -n "${EVAL_PROMPTS:-}" ] && [ "$EVAL_EVERY" -gt 0 ] && { [ "$step" = "$STEPS" ] || [ $((step % EVAL_EVERY)) = 0 ]; }; then
+    eval_policy "$step" "$ENDPOINT" "$RUN/ckpt/step-$step"
+  fi
+done

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Plot an arl run's metrics.jsonl as one SVG (standard library only).
+
+    scripts/plot.py RUN/metrics.jsonl -o RUN/reward.svg [--title T]
+
+metrics.jsonl holds one JSON object per line with a "phase":
+  {"phase": "rl",   "step": N, "reward_mean": …, "accuracy": …, "tool_call_rate": …}
+  {"phase": "eval", "step": N, "greedy_accuracy": …, "mean_at_k": …, "pass_at_k": …}
+(other phases and keys are ignored). The left panel is the sampled training
+reward per RL step (and its accuracy when the reward has costs); the right
+panel is held-out evaluation at each evaluated step: greedy accuracy, mean@k
+and pass@k. Step 0 is the SFT model, before any RL.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+W, H = 960, 420
+PANEL_W, PANEL_H = 400, 300
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
+
+
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def panel(x0, y0, title, series, xmax, xlabel):
+    """series: [(label, [(x, y)], color, dashed)] with y in [0, 1]."""
+    out = []
+    sx = lambda x: x0 + (x / xmax if xmax else 0) * PANEL_W
+    sy = lambda y: y0 + PANEL_H - max(0.0, min(1.0, y)) * PANEL_H
+    out.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 - 14}" text-anchor="middle" font-size="16" font-weight="bold">{esc(title)}</text>')
+    out.append(f'<rect x="{x0}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" fill="none" stroke="#444"/>')
+    for i in range(0, 11, 2):
+        y = i / 10
+        out.append(f'<line x1="{x0}" y1="{sy(y)}" x2="{x0 + PANEL_W}" y2="{sy(y)}" stroke="#ddd"/>')
+        out.append(f'<text x="{x0 - 6}" y="{sy(y) + 4}" text-anchor="end" font-size="12">{y:.1f}</text>')
+    ticks = sorted({0, xmax} | {round(xmax * f) for f in (0.25, 0.5, 0.75)})
+    for t in ticks:
+        out.append(f'<text x="{sx(t)}" y="{y0 + PANEL_H + 16}" text-anchor="middle" font-size="12">{t}</text>')
+    out.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 + PANEL_H + 34}" text-anchor="middle" font-size="13">{esc(xlabel)}</text>')
+    for k, (label, pts, color, dashed) in enumerate(series):
+        if not pts:
+            continue
+        d = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        dash = ' stroke-dasharray="6,4"' if dashed else ""
+        out.append(f'<polyline points="{d}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
+        for x, y in pts:
+            out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{color}"/>')
+        ly = y0 + 16 + 18 * k
+        out.append(f'<line x1="{x0 + 10}" y1="{ly - 4}" x2="{x0 + 34}" y2="{ly - 4}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{x0 + 40}" y="{ly}" font-size="12">{esc(label)}</text>')
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("metrics")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--title", default="arl: SFT warm start, then GRPO with a calculator tool")
+    a = ap.parse_args()
+    rl, ev = [], []
+    with open(a.metrics) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                m = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"plot.py: {a.metrics} line {n}: {e}")
+            (rl if m.get("phase") == "rl" else ev if m.get("phase") == "eval" else []).append(m)
+    xmax = max([m["step"] for m in rl + ev] + [1])
+    left = [
+        ("sampled reward (mean)", [(m["step"], m["reward_mean"]) for m in rl if "reward_mean" in m], COLORS[0], False),
+        ("tool-call rate", [(m["step"], m["tool_call_rate"]) for m in rl if "tool_call_rate" in m], COLORS[4], True),
+    ]
+    right = [
+        ("greedy accuracy", [(m["step"], m["greedy_accuracy"]) for m in ev if "greedy_accuracy" in m], COLORS[1], False),
+        ("mean@k (sampled)", [(m["step"], m["mean_at_k"]) for m in ev if "mean_at_k" in m], COLORS[2], False),
+        ("pass@k (sampled)", [(m["step"], m["pass_at_k"]) for m in ev if "pass_at_k" in m], COLORS[3], True),
+    ]
+    body = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif">',
+            f'<rect width="{W}" height="{H}" fill="white"/>',
+            f'<text x="{W / 2}" y="24" text-anchor="middle" font-size="18">{esc(a.title)}</text>']
+    body += panel(60, 70, "training: per RL step", left, xmax, "RL step (0 = after SFT)")
+    body += panel(540, 70, "held-out evaluation", right, xmax, "RL step (0 = after SFT)")
+    body.append("</svg>")
+    d = os.path.dirname(os.path.abspath(a.output))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".plot-")
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(body) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, a.output)
+
+
+if __name__ == "__main__":
+    main()

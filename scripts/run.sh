@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Run an experiment end to end on this machine: `make run EXP=experiments/X.env`
+# (`make demo` is EXP=experiments/demo.env). Everything goes to runs/<NAME>/
+# (or $RUN): the experiment file, the data, every checkpoint, each step's
+# rollouts and batch, logs, metrics.jsonl, reward.svg and summary.txt.
+#
+#   1. a model from scratch (arl-train make-tokenizer, arl-train init)
+#   2. SFT on arl-tasks demonstrations (arl-train --loss sft)      → ckpt/step-0
+#   3. arl-serve serving step-0; held-out evaluation (greedy, pass@k/mean@k)
+#   4. STEPS synchronous GRPO steps: arl-rollout | arl-reward → arl-filter |
+#      arl-advantage → arl-train → arl-sync (weight version = step), with an
+#      evaluation every EVAL_EVERY steps and after the last one
+#   5. scripts/plot.py → reward.svg; a one-screen summary
+#
+# Re-running with RESUME=1 continues an interrupted run from its last
+# complete step (checkpoints are written atomically, so a step either has
+# its checkpoint or is redone).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXP=${1:-${EXP:-experiments/demo.env}}
+[ -f "$EXP" ] || { echo "run.sh: no experiment file \`$EXP\`" >&2; exit 2; }
+# shellcheck disable=SC1090
+. "$EXP"
+RUN=${RUN:-runs/$NAME}
+. scripts/lib/loop.sh
+URL=http://127.0.0.1:$PORT
+T_START=$(now)
+
+if [ "${RESUME:-0}" != 1 ]; then
+  rm -rf "$RUN"
+fi
+mkdir -p "$RUN"/{logs,ckpt,data,steps,eval}
+cp "$EXP" "$RUN/experiment.env"
+env | grep -E '^(SEED|STEPS|BATCH|N|SFT_N|EVAL_N|EVAL_K|TASK_ARGS|SFT_TASK_ARGS|SFT_ARGS|ROLLOUT_ARGS|TRAIN_ARGS|ADV_ARGS)=' \
+  >"$RUN/overrides.env" || true
+# 1. model and data --------------------------------------------------------
+if [ ! -d "$RUN/ckpt/init" ]; then
+  log "model: arl-train init --config $MODEL_CONFIG (tokenizer: character-level, $TEMPLATE chat template)"
+  "$BIN/arl-train" make-tokenizer --template "$TEMPLATE" --out "$RUN/tokenizer"
+  "$BIN/arl-train" init --config "$MODEL_CONFIG" --tokenizer "$RUN/tokenizer" --out "$RUN/ckpt/init" --seed "$SEED"
+fi
+PROMPTS=$RUN/data/train-prompts.jsonl
+EVAL_PROMPTS=$RUN/data/eval-prompts.jsonl
+"$BIN/arl-tasks" "$TASK" -q -n "$((BATCH * STEPS))" $TASK_ARGS --seed "$((SEED + 1000))" -o "$PROMPTS"
+"$BIN/arl-tasks" "$TASK" -q -n "$EVAL_N" $TASK_ARGS --seed "$((SEED + 2000))" -o "$EVAL_PROMPTS"
+
+# 2. SFT warm start -----------------------------------------------------------
+if [ ! -d "$RUN/ckpt/step-0" ]; then
+  "$BIN/arl-tasks" "$TASK" -q -n "$SFT_N" $TASK_ARGS $SFT_TASK_ARGS --with-solutions --seed "$SEED" -o "$RUN/data/sft.jsonl"
+  log "SFT: $SFT_N demonstrations ($SFT_TASK_ARGS) → ckpt/step-0"
+  t=$(now)
+  "$BIN/arl-train" --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.jsonl" \
+      $SFT_ARGS --seed "$SEED" --metrics "$RUN/logs/sft-metrics.jsonl" 2>"$RUN/logs/sft.log"
+  jq -c --arg s "$(elapsed "$t")" -s '{phase: "sft", steps: length, loss_first: .[0].loss, loss_last: .[-1].loss, seconds: ($s|tonumber)}' \
+    "$RUN/logs/sft-metrics.jsonl" >>"$RUN/metrics.jsonl"
+  tail -n 1 "$RUN/metrics.jsonl" | jq -r '"SFT: \(.steps) steps, loss \(.loss_first*1000|round/1000) → \(.loss_last*1000|round/1000), \(.seconds|round) s"' >&2
+fi
+
+# 3–4. evaluate the SFT model, then GRPO (scripts/loop-sync.sh) ----------------
+if [ ! -d "$RUN/eval/step-0" ]; then
+  trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
+  log "arl-serve: ckpt/step-0 on $URL; held-out evaluation of the SFT model"
+  start_server "$RUN/ckpt/step-0" "$PORT" 0
+  eval_policy 0 "$URL" "$RUN/ckpt/step-0"
+  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
+fi
+log "GRPO: $STEPS steps of $BATCH prompts × $N samples"
+RUN=$RUN MODEL=$RUN/ckpt/step-0 PROMPTS=$PROMPTS EVAL_PROMPTS=$EVAL_PROMPTS STEPS=$STEPS PORT=$PORT \
+  BATCH=$BATCH N=$N SEED=$SEED TEMPERATURE=$TEMPERATURE EVAL_EVERY=$EVAL_EVERY EVAL_K=$EVAL_K STATS_BY=$STATS_BY \
+  ROLLOUT_ARGS=$ROLLOUT_ARGS REWARD_ARGS=$REWARD_ARGS FILTER_ARGS=$FILTER_ARGS ADV_ARGS=$ADV_ARGS TRAIN_ARGS=$TRAIN_ARGS \
+  scripts/loop-sync.sh
+
+# 5. plot and summary ------------------------------------------------------------
+python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "arl $NAME: SFT on noisy demonstrations, then GRPO with a calculator tool"
+scripts/summary.sh "$RUN" "$(elapsed "$T_START")" | tee "$RUN/summary.txt"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One-screen summary of a run directory written by scripts/run.sh:
+#   scripts/summary.sh RUN [SECONDS]
+set -euo pipefail
+run=$1; secs=${2:-}
+m=$run/metrics.jsonl
+[ -f "$m" ] || { echo "summary.sh: no $m" >&2; exit 1; }
+echo "== $run"
+jq -r 'select(.phase=="sft") | "SFT          \(.steps) steps, loss \(.loss_first*1000|round/1000) → \(.loss_last*1000|round/1000) (\(.seconds|round) s)"' "$m"
+echo "reward per RL step (sampled, training prompts):"
+jq -r 'select(.phase=="rl") | "  step \(.step|tostring|.[0:3])  reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls/sample \(.tool_call_rate*100|round/100)"' "$m"
+echo "held-out evaluation:"
+jq -r 'select(.phase=="eval") | "  step \(.step|tostring|.[0:3])  greedy accuracy \(.greedy_accuracy*1000|round/1000)  mean@\(.k) \(.mean_at_k*1000|round/1000)  pass@\(.k) \(.pass_at_k*1000|round/1000)  greedy tool calls \(.greedy_tool_call_rate*100|round/100)" + (if (.greedy_by // {}) == {} then "" else "\n" + ([.greedy_by | to_entries[] | .key as $f | .value | to_entries[] | "      \($f|ltrimstr("by_")) = \(.key): greedy reward \(.value.reward*1000|round/1000), tool calls \((.value.tool_calls // 0)*100|round/100)"] | join("\n")) end)' "$m"
+jq -rs '
+  ([.[] | select(.phase=="eval")]) as $e
+  | if ($e|length) >= 2 then
+      "result       greedy held-out accuracy \($e[0].greedy_accuracy*1000|round/1000) after SFT → \($e[-1].greedy_accuracy*1000|round/1000) after \($e[-1].step) GRPO steps"
+    else empty end' "$m"
+[ -n "$secs" ] && printf 'time         %.0f s in all\n' "$secs"
+echo "files        $run/metrics.jsonl  $run/reward.svg  $run/ckpt/  $run/steps/"
