@@ -16,7 +16,10 @@ CARGO_FLAGS ?= --release
 # Bound on the test suite's threads (2 cores here).
 TEST_THREADS ?= 2
 
-.PHONY: all setup build test docs demo bench clean-runs
+# An experiment file for `make run` (see experiments/).
+EXP ?= experiments/demo.env
+
+.PHONY: all setup build test docs demo run bench clean-runs
 
 all: build
 
@@ -32,8 +35,17 @@ test: setup
 docs:
 	cargo run $(CARGO_FLAGS) --bin arl-docs -- write
 
+# The main job: a tiny model trained from scratch (SFT, then GRPO with a
+# calculator tool against arl-serve); everything lands in runs/demo/.
 demo: build
-	scripts/demo.sh
+	scripts/run.sh experiments/demo.env
+
+# Any experiment: `make run EXP=experiments/arith-mixed.env` → runs/<NAME>/.
+run: build
+	scripts/run.sh $(EXP)
 
 bench: build
 	scripts/bench/io.sh
+
+clean-runs:
+	rm -rf runs/

@@ -41,11 +41,23 @@ elif [ "$last" -gt 0 ]; then
     >>"$RUN/logs/sync.log" 2>&1
 fi
 EVAL_EVERY=${EVAL_EVERY:-0}
+T0=$(now)
+samples=0
+eval_s=0
 for step in $(seq "$((last + 1))" "$STEPS"); do
   rl_step "$step" "$ENDPOINT" "$RUN/ckpt/step-$((step - 1))" "$RUN/ckpt/step-$step"
   "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$step" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$step" \
     >>"$RUN/logs/sync.log" 2>&1
   if [ -n "${EVAL_PROMPTS:-}" ] && [ "$EVAL_EVERY" -gt 0 ] && { [ "$step" = "$STEPS" ] || [ $((step % EVAL_EVERY)) = 0 ]; }; then
+    te=$(now)
     eval_policy "$step" "$ENDPOINT" "$RUN/ckpt/step-$step"
+    eval_s=$(echo "$eval_s + $(elapsed "$te")" | bc)
   fi
+  samples=$((samples + $(jq .records "$RUN/steps/step-$step/stats.json")))
 done
+# Throughput of the loop itself (evaluation time excluded), for comparison
+# with scripts/loop-async.sh.
+wall=$(echo "$(elapsed "$T0") - $eval_s" | bc)
+jq -nc --argjson s "$samples" --argjson w "$wall" --argjson first "$((last + 1))" --argjson steps "$STEPS" \
+  'if $s > 0 then {phase: "sync", steps: ($steps - $first + 1), samples: $s, seconds: $w, samples_per_s: ($s / $w)} else empty end' \
+  | tee -a "$RUN/metrics.jsonl" >&2

@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 
-W, H = 960, 420
+W, H = 960, 470
 PANEL_W, PANEL_H = 400, 300
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
 
@@ -26,8 +26,9 @@ def esc(s):
     return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def panel(x0, y0, title, series, xmax, xlabel):
-    """series: [(label, [(x, y)], color, dashed)] with y in [0, 1]."""
+def panel(x0, y0, title, series, xmax, xlabel, hline=None):
+    """series: [(label, [(x, y)], color, dashed)] with y in [0, 1]; hline:
+    (label, y) drawn as a grey dotted reference line."""
     out = []
     sx = lambda x: x0 + (x / xmax if xmax else 0) * PANEL_W
     sy = lambda y: y0 + PANEL_H - max(0.0, min(1.0, y)) * PANEL_H
@@ -41,7 +42,12 @@ def panel(x0, y0, title, series, xmax, xlabel):
     for t in ticks:
         out.append(f'<text x="{sx(t)}" y="{y0 + PANEL_H + 16}" text-anchor="middle" font-size="12">{t}</text>')
     out.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 + PANEL_H + 34}" text-anchor="middle" font-size="13">{esc(xlabel)}</text>')
-    for k, (label, pts, color, dashed) in enumerate(series):
+    legend = []
+    if hline is not None:
+        label, y = hline
+        out.append(f'<line x1="{x0}" y1="{sy(y):.1f}" x2="{x0 + PANEL_W}" y2="{sy(y):.1f}" stroke="#888" stroke-width="1.5" stroke-dasharray="2,3"/>')
+        legend.append((label, "#888", ' stroke-dasharray="2,3"'))
+    for label, pts, color, dashed in series:
         if not pts:
             continue
         d = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
@@ -49,9 +55,13 @@ def panel(x0, y0, title, series, xmax, xlabel):
         out.append(f'<polyline points="{d}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         for x, y in pts:
             out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{color}"/>')
-        ly = y0 + 16 + 18 * k
-        out.append(f'<line x1="{x0 + 10}" y1="{ly - 4}" x2="{x0 + 34}" y2="{ly - 4}" stroke="{color}" stroke-width="2"{dash}/>')
-        out.append(f'<text x="{x0 + 40}" y="{ly}" font-size="12">{esc(label)}</text>')
+        legend.append((label, color, dash))
+    # The legend goes under the panel, two entries per row, clear of the curves.
+    for k, (label, color, dash) in enumerate(legend):
+        lx = x0 + (k % 2) * (PANEL_W / 2)
+        ly = y0 + PANEL_H + 56 + 18 * (k // 2)
+        out.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 24}" y2="{ly - 4}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{lx + 30}" y="{ly}" font-size="12">{esc(label)}</text>')
     return out
 
 
@@ -84,7 +94,9 @@ def main():
     body = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif">',
             f'<rect width="{W}" height="{H}" fill="white"/>',
             f'<text x="{W / 2}" y="24" text-anchor="middle" font-size="18">{esc(a.title)}</text>']
-    body += panel(60, 70, "training: per RL step", left, xmax, "RL step (0 = after SFT)")
+    sft = next((m for m in ev if m["step"] == 0 and "mean_at_k" in m), None)
+    hline = ("SFT level (step 0)", sft["mean_at_k"]) if sft else None
+    body += panel(60, 70, "training: per RL step", left, xmax, "RL step (0 = after SFT)", hline)
     body += panel(540, 70, "held-out evaluation", right, xmax, "RL step (0 = after SFT)")
     body.append("</svg>")
     d = os.path.dirname(os.path.abspath(a.output))

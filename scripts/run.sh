@@ -37,7 +37,7 @@ env | grep -E '^(SEED|STEPS|BATCH|N|SFT_N|EVAL_N|EVAL_K|TASK_ARGS|SFT_TASK_ARGS|
 if [ ! -d "$RUN/ckpt/init" ]; then
   log "model: arl-train init --config $MODEL_CONFIG (tokenizer: character-level, $TEMPLATE chat template)"
   "$BIN/arl-train" make-tokenizer --template "$TEMPLATE" --out "$RUN/tokenizer"
-  "$BIN/arl-train" init --config "$MODEL_CONFIG" --tokenizer "$RUN/tokenizer" --out "$RUN/ckpt/init" --seed "$SEED"
+  "$BIN/arl-train" init --config "$MODEL_CONFIG" --tokenizer "$RUN/tokenizer" --out "$RUN/ckpt/init" --seed "${INIT_SEED:-$SEED}"
 fi
 PROMPTS=$RUN/data/train-prompts.jsonl
 EVAL_PROMPTS=$RUN/data/eval-prompts.jsonl
@@ -66,7 +66,7 @@ if [ ! -d "$RUN/eval/step-0" ]; then
 fi
 log "GRPO: $STEPS steps of $BATCH prompts × $N samples"
 RUN=$RUN MODEL=$RUN/ckpt/step-0 PROMPTS=$PROMPTS EVAL_PROMPTS=$EVAL_PROMPTS STEPS=$STEPS PORT=$PORT \
-  BATCH=$BATCH N=$N SEED=$SEED TEMPERATURE=$TEMPERATURE EVAL_EVERY=$EVAL_EVERY EVAL_K=$EVAL_K STATS_BY=$STATS_BY \
+  BATCH=$BATCH N=$N SEED=$SEED TEMPERATURE=$TEMPERATURE KEEP_OPTIMIZER=$KEEP_OPTIMIZER EVAL_EVERY=$EVAL_EVERY EVAL_K=$EVAL_K STATS_BY=$STATS_BY \
   ROLLOUT_ARGS=$ROLLOUT_ARGS REWARD_ARGS=$REWARD_ARGS FILTER_ARGS=$FILTER_ARGS ADV_ARGS=$ADV_ARGS TRAIN_ARGS=$TRAIN_ARGS \
   scripts/loop-sync.sh
 

@@ -92,6 +92,13 @@ fn chat_template_matches_transformers_qwen25() {
 }
 
 #[test]
+fn chat_template_matches_transformers_arl_templates() {
+    // The two templates `arl-train make-tokenizer` writes (Qwen and compact).
+    golden_against_transformers(arl::tokenizer_build::CHAT_TEMPLATE);
+    golden_against_transformers(arl::tokenizer_build::COMPACT_CHAT_TEMPLATE);
+}
+
+#[test]
 fn chat_template_matches_transformers_python_string_methods() {
     golden_against_transformers(QWEN3_STYLE_TEMPLATE);
 }

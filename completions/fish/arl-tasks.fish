@@ -6,7 +6,8 @@ complete -c arl-tasks -l history -d 'Earlier scored trajectory files (JSONL or P
 complete -c arl-tasks -l band-low -d 'auto: move down at or below this accuracy' -r
 complete -c arl-tasks -l band-high -d 'auto: move up at or above this accuracy' -r
 complete -c arl-tasks -l min-samples -d 'auto: scored samples the current level needs before it moves' -r
-complete -c arl-tasks -l noise -d 'arith: share of demonstrations that skip the calculator and guess a plausible wrong number (`metadata.noisy`), for noisy SFT data' -r
+complete -c arl-tasks -l noise -d 'arith: share of demonstrations that skip the calculator and guess a plausible wrong number (`metadata.noisy`), for noisy SFT data; with `--mixed`, of the hard problems only' -r
+complete -c arl-tasks -l easy-tool-rate -d 'arith with `--mixed`: share of easy demonstrations that call the calculator anyway (SFT data for a policy that over-uses the tool)' -r
 complete -c arl-tasks -l tool-cost -d 'arith: cost per tool call, written to `metadata.tool_cost`; `arl-reward` subtracts cost × `tool_calls` from the reward' -r
 complete -c arl-tasks -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
 complete -c arl-tasks -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''

@@ -95,7 +95,9 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l seed -d 'Se
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l dtype -d 'Tensor dtype of the written weights (float32, bfloat16, float16)' -r
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -s h -l help -d 'Print help'
 complete -c arl-train -n "__fish_arl_train_using_subcommand make-tokenizer" -l out -d 'Output directory' -r -F
-complete -c arl-train -n "__fish_arl_train_using_subcommand make-tokenizer" -s h -l help -d 'Print help'
+complete -c arl-train -n "__fish_arl_train_using_subcommand make-tokenizer" -l template -d 'Chat template: Qwen2.5\'s (tool signatures in the system turn) or a compact one (`Tools: name, …`; same call and result format), which keeps character-level sequences of models trained from scratch short' -r -f -a "qwen\t'Qwen2.5\'s tool header: instructions and every tool\'s JSON signature'
+compact\t'One line naming the tools; calls and results as Qwen writes them'"
+complete -c arl-train -n "__fish_arl_train_using_subcommand make-tokenizer" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l model -d 'Model whose log-probs are written' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l temperature -d 'Sampling temperature applied to the logits' -r
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l max-tokens-per-micro-batch -d 'Token budget of one forward batch' -r

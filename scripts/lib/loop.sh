@@ -1,5 +1,5 @@
 # Shared pieces of the loop scripts (scripts/loop-sync.sh, loop-async.sh,
-# demo.sh); sourced, not run. Every stage is an arl binary; this file only
+# run.sh); sourced, not run. Every stage is an arl binary; this file only
 # wires them together, keeps each step's files, and appends one JSON line per
 # step to $RUN/metrics.jsonl.
 #
@@ -16,6 +16,8 @@
 #   ADV_ARGS      arl-advantage flags                (--estimator grpo)
 #   TRAIN_ARGS    arl-train flags for an RL step     (--lr 1e-6)
 #   SEED       base seed                             (1)
+#   KEEP_OPTIMIZER  1: the first RL step also continues the starting
+#              checkpoint's AdamW moments (e.g. the SFT run's)   (0)
 
 : "${BIN:=target/release}"
 : "${BATCH:=16}"
@@ -27,6 +29,7 @@
 : "${ADV_ARGS:=--estimator grpo}"
 : "${TRAIN_ARGS:=--lr 1e-6}"
 : "${SEED:=1}"
+: "${KEEP_OPTIMIZER:=0}"
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 now() { date +%s.%N; }
@@ -99,7 +102,7 @@ rl_step() {
   "$BIN/arl-filter" -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
     | "$BIN/arl-advantage" -q $ADV_ARGS --group-size "$N" -o "$d/batch.jsonl"
   local resume=""
-  [ -d "$policy/trainer_state" ] && [ "$step" -gt 1 ] && resume=--resume
+  [ -d "$policy/trainer_state" ] && { [ "$step" -gt 1 ] || [ "$KEEP_OPTIMIZER" = 1 ]; } && resume=--resume
   echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl $TRAIN_ARGS --seed $((SEED + step))" >"$d/train.cmd"
   "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" $TRAIN_ARGS \
       --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"

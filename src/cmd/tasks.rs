@@ -88,7 +88,8 @@ pub struct Args {
     pub with_solutions: bool,
 
     /// arith: share of demonstrations that skip the calculator and guess a
-    /// plausible wrong number (`metadata.noisy`), for noisy SFT data
+    /// plausible wrong number (`metadata.noisy`), for noisy SFT data; with
+    /// `--mixed`, of the hard problems only
     #[arg(long, default_value_t = 0.0, value_name = "P", help_heading = "arith")]
     pub noise: f64,
 

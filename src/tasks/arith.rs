@@ -114,7 +114,9 @@ pub fn generate(rng: &mut Rng, level: u32, o: &ArithOpts) -> (Task, u32) {
     let (expr, v) = expression(rng, level);
     let prompt = format!("What is {expr}?");
     let answer = format!("Answer: {v}");
-    let noisy = o.noise > 0.0 && rng.bool(o.noise);
+    // Under `mixed`, only hard problems get noisy demonstrations: easy ones
+    // are answered in the head, which is right, so there is nothing to guess.
+    let noisy = o.noise > 0.0 && !(o.mixed && kind == "easy") && rng.bool(o.noise);
     let mut meta = serde_json::Map::new();
     meta.insert("expression".into(), json!(expr));
     if o.mixed {
