@@ -109,6 +109,13 @@ fn three_steps_of_the_loop_against_arl_serve() {
         )
         .ok();
         assert!(p.join(&next).join("config.json").exists() && p.join(&next).join("tokenizer.json").exists());
+        // Readable by an inference server running as another user.
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["model.safetensors", "config.json"] {
+            let mode = std::fs::metadata(p.join(&next).join(f)).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o644, "{f}");
+        }
+        assert_eq!(std::fs::metadata(p.join(&next)).unwrap().permissions().mode() & 0o777, 0o755);
         let sync = run_in(p, "arl-sync", &["--checkpoint", &next, "--endpoint", &server.url, "--weight-version", &step.to_string()], b"");
         let sync = sync.ok();
         drop(sync);

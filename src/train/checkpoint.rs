@@ -41,6 +41,23 @@ fn cstr(p: &Path) -> Result<CString> {
     CString::new(p.as_os_str().as_bytes()).context("path contains a NUL byte")
 }
 
+/// Makes a checkpoint readable by other users, as `save_pretrained` leaves
+/// it: directories 0755, files 0644 (temporary directories and files start
+/// 0700 / 0600, and an inference server may run as another user).
+fn share_tree(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            share_tree(&e.path())?;
+        } else {
+            std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o644))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes a directory atomically: `fill` populates a temporary sibling of
 /// `dest`, which then replaces `dest`.
 pub fn write_dir_atomic(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
@@ -52,6 +69,7 @@ pub fn write_dir_atomic(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> 
     let name = dest.file_name().context("checkpoint path has no name")?.to_string_lossy().into_owned();
     let tmp = tempfile::Builder::new().prefix(&format!(".{name}.tmp-")).tempdir_in(&parent)?;
     fill(tmp.path())?;
+    share_tree(tmp.path())?;
     fsync_tree(tmp.path())?;
     let tmp = tmp.keep();
     let result = if dest.exists() {
