@@ -40,15 +40,7 @@ while [ -d "$RUN/ckpt/step-$((last + 1))" ]; do last=$((last + 1)); done
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true; }
 trap cleanup EXIT
-if [ -z "${ENDPOINT:-}" ]; then
-  PORT=${PORT:-30123}
-  ENDPOINT=http://127.0.0.1:$PORT
-  log "arl-serve: ckpt/step-$last on $ENDPOINT (weight version $last)"
-  start_server "$RUN/ckpt/step-$last" "$PORT" "$last"
-elif [ "$last" -gt 0 ]; then
-  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$last" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$last" \
-    >>"$RUN/logs/sync.log" 2>&1
-fi
+serve_or_sync "$last"
 
 # Finish what a crash left: a claimed batch whose step has a checkpoint is done.
 for f in "$SPOOL"/claimed/*.jsonl; do
@@ -108,13 +100,8 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
     claimed=""
   done
   policy=$RUN/ckpt/step-$((step - 1))
-  resume=""
-  [ -d "$policy/trainer_state" ] && { [ "$step" -gt 1 ] || [ "$KEEP_OPTIMIZER" = 1 ]; } && resume=--resume
-  echo "$BIN/arl-train -q --model $policy $resume --save $RUN/ckpt/step-$step -i $d/batch.jsonl $TRAIN_ARGS --seed $((SEED + step))" >"$d/train.cmd"
-  "$BIN/arl-train" -q --model "$policy" $resume --save "$RUN/ckpt/step-$step" -i "$d/batch.jsonl" $TRAIN_ARGS \
-      --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
-  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$step" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$step" \
-    >>"$RUN/logs/sync.log" 2>&1
+  train_step "$step" "$policy" "$RUN/ckpt/step-$step" "$d"
+  sync_to "$step"
   cp "$claimed" "$d/scored.jsonl"
   mv "$claimed" "$SPOOL/done/"
   "$BIN/arl-inspect" stats -q --json -i "$d/scored.jsonl" >"$d/stats.json"

@@ -30,24 +30,15 @@ mkdir -p "$RUN"/{logs,ckpt,steps,eval}
 [ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$MODEL")" "$RUN/ckpt/step-0"
 last=0
 while [ -d "$RUN/ckpt/step-$((last + 1))" ]; do last=$((last + 1)); done
-if [ -z "${ENDPOINT:-}" ]; then
-  PORT=${PORT:-30123}
-  ENDPOINT=http://127.0.0.1:$PORT
-  trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
-  log "arl-serve: ckpt/step-$last on $ENDPOINT (weight version $last)"
-  start_server "$RUN/ckpt/step-$last" "$PORT" "$last"
-elif [ "$last" -gt 0 ]; then
-  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$last" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$last" \
-    >>"$RUN/logs/sync.log" 2>&1
-fi
+trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
+serve_or_sync "$last"
 EVAL_EVERY=${EVAL_EVERY:-0}
 T0=$(now)
 samples=0
 eval_s=0
 for step in $(seq "$((last + 1))" "$STEPS"); do
   rl_step "$step" "$ENDPOINT" "$RUN/ckpt/step-$((step - 1))" "$RUN/ckpt/step-$step"
-  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$step" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$step" \
-    >>"$RUN/logs/sync.log" 2>&1
+  sync_to "$step"
   if [ -n "${EVAL_PROMPTS:-}" ] && [ "$EVAL_EVERY" -gt 0 ] && { [ "$step" = "$STEPS" ] || [ $((step % EVAL_EVERY)) = 0 ]; }; then
     te=$(now)
     eval_policy "$step" "$ENDPOINT" "$RUN/ckpt/step-$step"

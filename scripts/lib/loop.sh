@@ -50,6 +50,45 @@ start_server() {
   return 1
 }
 
+# accuracy FILE: the share of scored samples whose verifier score
+# (reward_detail.score, before tool costs and shaping) is 1.
+accuracy() {
+  jq -s '[.[] | if (.reward_detail.score // .reward // 0) >= 1 then 1 else 0 end] | add / length' "$1"
+}
+
+# train_step STEP POLICY_DIR OUT_DIR STEP_DIR: one arl-train run on
+# STEP_DIR/batch.jsonl, continuing POLICY_DIR's AdamW moments after the first
+# step (or from the first with KEEP_OPTIMIZER=1); the exact command goes to
+# STEP_DIR/train.cmd for scripts/replay.sh.
+train_step() {
+  local step=$1 policy=$2 out=$3 d=$4 resume=""
+  [ -d "$policy/trainer_state" ] && { [ "$step" -gt 1 ] || [ "$KEEP_OPTIMIZER" = 1 ]; } && resume=--resume
+  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl $TRAIN_ARGS --seed $((SEED + step))" >"$d/train.cmd"
+  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" $TRAIN_ARGS \
+      --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
+}
+
+# sync_to STEP: pushes ckpt/step-STEP to $ENDPOINT (or $SYNC_ARGS) as weight version STEP.
+sync_to() {
+  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$1" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$1" \
+    >>"$RUN/logs/sync.log" 2>&1
+}
+
+# serve_or_sync LAST: without $ENDPOINT, starts arl-serve on ckpt/step-LAST
+# (port $PORT, default 30123) and sets ENDPOINT; with one, re-syncs LAST to it
+# after a restart.
+serve_or_sync() {
+  local last=$1
+  if [ -z "${ENDPOINT:-}" ]; then
+    PORT=${PORT:-30123}
+    ENDPOINT=http://127.0.0.1:$PORT
+    log "arl-serve: ckpt/step-$last on $ENDPOINT (weight version $last)"
+    start_server "$RUN/ckpt/step-$last" "$PORT" "$last"
+  elif [ "$last" -gt 0 ]; then
+    sync_to "$last"
+  fi
+}
+
 # jget FILE FILTER: one value out of a JSON file (null when missing).
 jget() { jq -c "$2 // null" "$1"; }
 
@@ -67,10 +106,8 @@ eval_policy() {
     | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/sampled.jsonl"
   "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/greedy.jsonl" >"$d/greedy.stats.json"
   "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/sampled.jsonl" >"$d/sampled.stats.json"
-  # Accuracy: the share of samples whose verifier score (reward_detail.score,
-  # before tool costs and shaping) is 1.
   local g s
-  g=$(jq -s '[.[] | if (.reward_detail.score // .reward // 0) >= 1 then 1 else 0 end] | add / length' "$d/greedy.jsonl")
+  g=$(accuracy "$d/greedy.jsonl")
   jq -nc --argjson step "$step" --argjson g "$g" \
      --slurpfile gs "$d/greedy.stats.json" --slurpfile ss "$d/sampled.stats.json" \
      '{phase: "eval", step: $step, greedy_accuracy: $g,
@@ -101,15 +138,11 @@ rl_step() {
   t1=$(now)
   "$BIN/arl-filter" -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
     | "$BIN/arl-advantage" -q $ADV_ARGS --group-size "$N" -o "$d/batch.jsonl"
-  local resume=""
-  [ -d "$policy/trainer_state" ] && { [ "$step" -gt 1 ] || [ "$KEEP_OPTIMIZER" = 1 ]; } && resume=--resume
-  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl $TRAIN_ARGS --seed $((SEED + step))" >"$d/train.cmd"
-  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" $TRAIN_ARGS \
-      --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
+  train_step "$step" "$policy" "$out" "$d"
   t2=$(now)
   "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/scored.jsonl" >"$d/stats.json"
   local acc
-  acc=$(jq -s '[.[] | if (.reward_detail.score // .reward // 0) >= 1 then 1 else 0 end] | add / length' "$d/scored.jsonl")
+  acc=$(accuracy "$d/scored.jsonl")
   jq -nc --argjson step "$step" --argjson acc "$acc" --slurpfile st "$d/stats.json" \
      --slurpfile tm <(tail -n 1 "$d/train-metrics.jsonl") \
      --argjson rs "$(echo "$t1 - $t0" | bc)" --argjson ts "$(echo "$t2 - $t1" | bc)" \
