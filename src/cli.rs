@@ -100,6 +100,10 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
     if is_broken_pipe(e) {
         return exit::OK;
     }
+    // `.context(DataError(..))` wraps the cause: found by downcasting, not in the chain.
+    if e.downcast_ref::<DataError>().is_some() {
+        return exit::DATA;
+    }
     for c in e.chain() {
         if c.is::<UsageError>() {
             return exit::USAGE;

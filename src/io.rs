@@ -8,6 +8,7 @@
 //!   name it, and a bad line is kept verbatim for a rejects file.
 //! * Writers stream too: JSONL writes each record as it comes; Parquet
 //!   buffers one row group. File outputs are atomic ([`AtomicFile`]).
+use crate::cli::DataError;
 use crate::record::{FieldError, Record};
 use crate::schema;
 use anyhow::{bail, Context, Result};
@@ -129,8 +130,10 @@ impl RecordReader {
         let mut buf = Vec::new();
         br.read_to_end(&mut buf).with_context(|| format!("cannot read `{source}`"))?;
         let bytes = Bytes::from(buf);
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-            .with_context(|| format!("`{source}`: not a readable Parquet file"))?;
+        let builder = parquet_guard(&source, || {
+            ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+                .with_context(|| DataError(format!("`{source}`: not a readable Parquet file")))
+        })?;
         // (row group index, first row) for each row group.
         let mut row_groups = Vec::new();
         let mut first = 0u64;
@@ -233,15 +236,35 @@ impl RecordReader {
     }
 }
 
+/// Runs Parquet decoding with a panic in the decoder turned into an error:
+/// arrow/parquet assert on some corrupt files (found by fuzzing,
+/// fuzz/fuzz_targets/parquet_reader.rs), which would abort the whole tool.
+fn parquet_guard<T>(source: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            Err(crate::cli::data(format!(
+                "`{source}`: corrupt Parquet data (the decoder failed: {})",
+                msg.as_deref().unwrap_or("panic")
+            )))
+        }
+    }
+}
+
 /// Decodes one row group into items (rows numbered from `first`).
 fn read_row_group(bytes: &Bytes, rg: usize, first: u64, source: &std::sync::Arc<str>) -> Result<Vec<Item>> {
+    parquet_guard(source, || read_row_group_unguarded(bytes, rg, first, source))
+}
+
+fn read_row_group_unguarded(bytes: &Bytes, rg: usize, first: u64, source: &std::sync::Arc<str>) -> Result<Vec<Item>> {
     let rd = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
         .and_then(|b| b.with_row_groups(vec![rg]).with_batch_size(PARQUET_BATCH_ROWS).build())
-        .with_context(|| format!("`{source}`: cannot read Parquet row group {rg}"))?;
+        .with_context(|| DataError(format!("`{source}`: cannot read Parquet row group {rg}")))?;
     let mut row = first;
     let mut items = Vec::new();
     for batch in rd {
-        let batch = batch.with_context(|| format!("`{source}`: corrupt Parquet data near row {row}"))?;
+        let batch = batch.with_context(|| DataError(format!("`{source}`: corrupt Parquet data near row {row}")))?;
         let rows = schema::from_batch(&batch).map_err(|e| anyhow::anyhow!("`{source}`: {e}"))?;
         for (i, r) in rows.into_iter().enumerate() {
             let pos = Pos { source: source.clone(), index: row + i as u64, is_row: true };
@@ -505,6 +528,7 @@ impl AtomicFile {
             _ => PathBuf::from("."),
         };
         let name = dest.file_name().with_context(|| format!("`{}` is not a file path", dest.display()))?;
+        remove_stale_temps(&dir, &format!(".{}.tmp.", name.to_string_lossy()));
         let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
         let f = File::create(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
         Ok(AtomicFile { tmp, dest: dest.to_path_buf(), file: BufWriter::with_capacity(1 << 20, f), committed: false })
@@ -555,6 +579,34 @@ impl Drop for AtomicFile {
     }
 }
 
+/// Whether process `pid` exists (it may belong to another user).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(p, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Removes what killed writers left in `dir`: entries named `PREFIX<pid>…`
+/// (a temporary file or directory of an atomic write) whose process is gone.
+/// A `kill -9` skips every destructor, so without this each crash during a
+/// write would leave its temporary behind (a whole checkpoint, for
+/// `arl-train`). Entries of live processes, or without a pid, are kept.
+pub fn remove_stale_temps(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else { continue };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(pid) = digits.parse::<u32>() else { continue };
+        if pid == std::process::id() || pid_alive(pid) {
+            continue;
+        }
+        let p = e.path();
+        let _ = if e.file_type().is_ok_and(|t| t.is_dir()) { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+    }
+}
+
 /// Reads every record of a file (tests and small inputs); stops at the first bad one.
 pub fn read_all(path: &Path) -> Result<Vec<Record>> {
     let mut out = Vec::new();
@@ -575,4 +627,41 @@ pub fn write_all(path: &Path, recs: &[Record]) -> Result<()> {
         w.write(r)?;
     }
     w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_temps_of_dead_writers_are_removed_and_live_ones_kept() {
+        let d = tempfile::tempdir().unwrap();
+        // 999999999 is above any Linux pid_max: that writer is gone.
+        let dead = d.path().join(".out.jsonl.tmp.999999999");
+        let own = d.path().join(format!(".out.jsonl.tmp.{}", std::process::id()));
+        let init = d.path().join(".out.jsonl.tmp.1");
+        let dead_dir = d.path().join(".out.jsonl.tmp.999999998-x");
+        let other = d.path().join(".other.tmp.999999999");
+        for p in [&dead, &own, &init, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        std::fs::create_dir(&dead_dir).unwrap();
+        std::fs::write(dead_dir.join("f"), b"x").unwrap();
+        remove_stale_temps(d.path(), ".out.jsonl.tmp.");
+        assert!(!dead.exists() && !dead_dir.exists());
+        assert!(own.exists() && init.exists() && other.exists());
+    }
+
+    #[test]
+    fn atomic_file_appears_only_when_finished() {
+        let d = tempfile::tempdir().unwrap();
+        let dest = d.path().join("out.jsonl");
+        let mut f = AtomicFile::create(&dest).unwrap();
+        f.write_all(b"{}\n").unwrap();
+        assert!(!dest.exists());
+        f.finish().unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"{}\n");
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
 }

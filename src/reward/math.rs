@@ -424,6 +424,10 @@ impl Num {
         if d == 0 {
             return Num::Real(f64::NAN);
         }
+        // i128::MIN has no positive counterpart (`abs`, `-n` overflow): leave exact arithmetic.
+        if n == i128::MIN || d == i128::MIN {
+            return Num::Real(n as f64 / d as f64);
+        }
         let g = gcd(n, d).max(1);
         let (n, d) = (n / g, d / g);
         if d < 0 {
@@ -500,11 +504,12 @@ fn isqrt(n: i128) -> i128 {
     if n < 0 {
         return -1;
     }
+    // The f64 estimate can be above the root: near i128::MAX its square overflows.
     let mut x = (n as f64).sqrt() as i128;
-    while x * x > n {
+    while x.checked_mul(x).is_none_or(|sq| sq > n) {
         x -= 1;
     }
-    while (x + 1) * (x + 1) <= n {
+    while (x + 1).checked_mul(x + 1).is_some_and(|sq| sq <= n) {
         x += 1;
     }
     x
@@ -773,11 +778,20 @@ fn vars(e: &Ex, out: &mut Vec<char>) {
     }
 }
 
+/// Longest expression evaluated, in tokens: the parser, `eval` and the tree's
+/// drop all recurse, so an answer of thousands of nested brackets or terms
+/// would overflow a thread's stack. Real answers are far shorter; longer ones
+/// are compared as strings.
+const MAX_EXPR_TOKENS: usize = 512;
+
 fn parse_expr(s: &str) -> Option<Ex> {
     if s.is_empty() {
         return None;
     }
     let t = tokenize(s)?;
+    if t.len() > MAX_EXPR_TOKENS {
+        return None;
+    }
     let mut p = Parser { t, i: 0 };
     let e = p.expr()?;
     if p.i != p.t.len() {
@@ -993,5 +1007,36 @@ mod tests {
         for (r, l) in cases {
             assert!(!g(r, l), "{r} vs {l} should fail: {:?}", grade(r, l, &MathOpts::default()));
         }
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/math_normalize.rs): a product equal
+    /// to i128::MIN overflowed `abs` in `gcd` (a panic with overflow checks).
+    #[test]
+    fn i128_min_product_does_not_overflow() {
+        let v = grade("\\boxed{-9223372036854775808*18446744073709551616}", "1", &MathOpts::default());
+        assert!(!v.correct);
+        assert!(g("\\boxed{-9223372036854775808*18446744073709551616}", "-170141183460469231731687303715884105728"));
+        let r = 13043817825332782212i128;
+        assert_eq!(isqrt(r * r), r);
+        assert_eq!(isqrt(i128::MAX), r);
+    }
+
+    /// Found by fuzzing: thousands of nested brackets overflowed the stack in
+    /// the recursive parser; long expressions are now compared as strings.
+    #[test]
+    fn deep_or_long_expressions_do_not_overflow_the_stack() {
+        let deep = format!("\\boxed{{{}1{}}}", "(".repeat(5000), ")".repeat(5000));
+        let long = format!("\\boxed{{{}1}}", "1+".repeat(50_000));
+        // On a small stack, as rayon and tokio workers have.
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                assert!(!g(&deep, "1"));
+                assert!(!g(&long, "50001"));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(g("\\boxed{((((2))))}", "2"));
     }
 }

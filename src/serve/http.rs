@@ -87,6 +87,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// `--api-key`: every route but `/health` wants `Authorization: Bearer KEY`, as in SGLang.
+/// A body announced (`Content-Length`) over `--max-body-bytes` gets 413 at once.
 async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.cfg.api_key {
         let ok = req
@@ -98,6 +99,19 @@ async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Resp
         if !ok && req.uri().path() != "/health" {
             return (StatusCode::UNAUTHORIZED, Json(json!({"error": "Unauthorized"}))).into_response();
         }
+    }
+    // An announced body over the limit is refused before it is read.
+    let too_big = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > st.cfg.max_body_bytes as u64);
+    if too_big {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body larger than {} bytes (--max-body-bytes)", st.cfg.max_body_bytes),
+        );
     }
     next.run(req).await
 }

@@ -62,10 +62,26 @@ pub fn serve(cfg: Config, engine: Box<dyn engine::Engine>, tok: Arc<Tokenizer>, 
         .context("starting the HTTP runtime")?;
     rt.block_on(async move {
         let addr = format!("{}:{}", cfg.host, cfg.port);
-        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
+        let listener = listen(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
         let local = listener.local_addr()?;
         eprintln!("arl-serve: listening on http://{local}");
         let state = Arc::new(http::AppState::new(cfg, tx, shared, tok, local.port()));
         axum::serve(listener, http::router(state)).await.context("HTTP server")
     })
+}
+
+/// Binds with a deep accept queue: a rollout opening hundreds of connections
+/// at once would overflow the usual 128 (the kernel caps it at somaxconn),
+/// and the connections that do not fit are reset.
+async fn listen(addr: &str) -> Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let sock = if a.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        sock.set_reuseaddr(true)?;
+        match sock.bind(a).and_then(|_| sock.listen(4096)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.map_or_else(|| anyhow::anyhow!("`{addr}` resolves to no address"), Into::into))
 }

@@ -58,6 +58,28 @@ fn share_tree(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A save killed between moving the previous checkpoint aside (`.NAME.old-PID`,
+/// only without RENAME_EXCHANGE) and moving the new one in leaves no `dest`:
+/// the previous checkpoint is put back. With `dest` in place it is removed.
+fn restore_or_remove_old(parent: &Path, name: &str, dest: &Path) {
+    let prefix = format!(".{name}.old-");
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let fname = e.file_name();
+        let Some(pid) = fname.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() || crate::io::pid_alive(pid) {
+            continue;
+        }
+        if dest.exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        } else {
+            let _ = std::fs::rename(e.path(), dest);
+        }
+    }
+}
+
 /// Writes a directory atomically: `fill` populates a temporary sibling of
 /// `dest`, which then replaces `dest`.
 pub fn write_dir_atomic(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
@@ -67,7 +89,11 @@ pub fn write_dir_atomic(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> 
     };
     std::fs::create_dir_all(&parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
     let name = dest.file_name().context("checkpoint path has no name")?.to_string_lossy().into_owned();
-    let tmp = tempfile::Builder::new().prefix(&format!(".{name}.tmp-")).tempdir_in(&parent)?;
+    // The pid in the names lets a later save remove what a killed one left.
+    let pid = std::process::id();
+    crate::io::remove_stale_temps(&parent, &format!(".{name}.tmp-"));
+    restore_or_remove_old(&parent, &name, dest);
+    let tmp = tempfile::Builder::new().prefix(&format!(".{name}.tmp-{pid}-")).tempdir_in(&parent)?;
     fill(tmp.path())?;
     share_tree(tmp.path())?;
     fsync_tree(tmp.path())?;
@@ -83,7 +109,7 @@ pub fn write_dir_atomic(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> 
         } else {
             // No RENAME_EXCHANGE (old kernel or filesystem): move the old one
             // aside first; a crash in between leaves it under `.NAME.old-*`.
-            let old = parent.join(format!(".{name}.old-{}", std::process::id()));
+            let old = parent.join(format!(".{name}.old-{pid}"));
             std::fs::rename(dest, &old)?;
             std::fs::rename(&tmp, dest)?;
             std::fs::remove_dir_all(&old).map_err(Into::into)

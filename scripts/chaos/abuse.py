@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Abuse of a running arl-serve (scripts/chaos.sh): one check per call, one
+JSON line on stdout with what was observed. Standard library only.
+
+  abuse.py PORT flood N        N concurrent /generate requests on N connections,
+                               and a probe request while they are in flight
+  abuse.py PORT idle N         N connections that send half a request and
+                               stall; a probe must still be answered
+  abuse.py PORT body BYTES     one /generate body of BYTES bytes
+  abuse.py PORT malformed      bodies that are not JSON / not objects / wrong types
+  abuse.py PORT key KEY        a request with KEY as its bearer token
+  abuse.py PORT million        a million new tokens, and a million input ids
+"""
+import asyncio
+import json
+import os
+import sys
+import time
+
+PORT = int(sys.argv[1])
+CMD = sys.argv[2]
+ARGS = sys.argv[3:]
+# The right key, for the checks that are not about the key.
+KEY = os.environ.get("ARL_API_KEY")
+
+
+def gen_body(max_new=4, extra=None):
+    b = {"text": "What is 2+3?", "sampling_params": {"max_new_tokens": max_new, "temperature": 0}}
+    if extra:
+        b.update(extra)
+    return json.dumps(b).encode()
+
+
+async def request(path, body, key=None, timeout=120.0, raw=None):
+    """One HTTP/1.1 request on its own connection; returns (status, body bytes)."""
+    r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", PORT), timeout)
+    try:
+        k = key if key is not None else KEY
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        if k:
+            head += f"Authorization: Bearer {k}\r\n"
+        head += f"Content-Length: {len(body)}\r\n\r\n"
+        w.write(head.encode())
+        # Big bodies go in pieces; the server may answer 413 and close early.
+        for i in range(0, len(body), 1 << 20):
+            w.write(body[i:i + (1 << 20)])
+            try:
+                await asyncio.wait_for(w.drain(), timeout)
+            except (ConnectionError, OSError):
+                break
+        data = await asyncio.wait_for(r.read(), timeout)
+    finally:
+        w.close()
+    line = data.split(b"\r\n", 1)[0].split()
+    status = int(line[1]) if len(line) > 1 else 0
+    return status, data.split(b"\r\n\r\n", 1)[-1]
+
+
+async def probe():
+    t = time.time()
+    try:
+        s, b = await request("/generate", gen_body(), timeout=60)
+        ok = s == 200 and "text" in json.loads(b)
+    except Exception:
+        ok = False
+    return ok, time.time() - t
+
+
+async def flood(n):
+    async def one():
+        try:
+            s, b = await request("/generate", gen_body(4), timeout=300)
+            return s
+        except Exception as e:
+            return type(e).__name__
+    tasks = [asyncio.create_task(one()) for _ in range(n)]
+    await asyncio.sleep(0.5)
+    p_ok, p_s = await probe()
+    res = await asyncio.gather(*tasks)
+    counts = {}
+    for s in res:
+        counts[str(s)] = counts.get(str(s), 0) + 1
+    return {"statuses": counts, "probe_ok": p_ok, "probe_s": round(p_s, 2)}
+
+
+async def idle(n):
+    conns = []
+    opened = 0
+    for _ in range(n):
+        try:
+            r, w = await asyncio.open_connection("127.0.0.1", PORT)
+            w.write(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"te")
+            conns.append(w)
+            opened += 1
+        except OSError:
+            break
+    await asyncio.sleep(0.5)
+    p_ok, p_s = await probe()
+    for w in conns:
+        w.close()
+    return {"opened": opened, "probe_ok": p_ok, "probe_s": round(p_s, 2)}
+
+
+async def body(nbytes):
+    """Announces BYTES of body, sends the first 64 KiB, and reads the answer:
+    a server that checks the length answers before the rest is sent."""
+    r, w = await asyncio.open_connection("127.0.0.1", PORT)
+    head = (f"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {KEY}\r\nContent-Length: {nbytes}\r\n\r\n")
+    w.write(head.encode() + b'{"text": "' + b"a" * (64 << 10))
+    try:
+        await w.drain()
+        line = await asyncio.wait_for(r.readline(), 20)
+        parts = line.split()
+        s = int(parts[1]) if len(parts) > 1 else 0
+    except Exception as e:
+        s = type(e).__name__
+    finally:
+        w.close()
+    p_ok, _ = await probe()
+    return {"status": s, "probe_ok": p_ok}
+
+
+async def malformed():
+    cases = {
+        "not_json": b"{not json",
+        "array": b"[1, 2, 3]",
+        "empty": b"",
+        "bad_utf8": b'{"text": "\xff\xfe"}',
+        "wrong_type": b'{"text": 5}',
+        "bad_sampling": b'{"text": "hi", "sampling_params": {"max_new_tokens": "many"}}',
+        "bad_ids": b'{"input_ids": [1, -7, "x"]}',
+        "huge_id": b'{"input_ids": [99999999]}',
+    }
+    out = {}
+    for k, b in cases.items():
+        try:
+            s, _ = await request("/generate", b, timeout=30)
+        except Exception as e:
+            s = type(e).__name__
+        out[k] = s
+    p_ok, _ = await probe()
+    return {"statuses": out, "probe_ok": p_ok}
+
+
+async def key(k):
+    s, _ = await request("/generate", gen_body(), key=k)
+    s2, _ = await request("/get_model_info", b"", key=k)
+    p_ok, _ = await probe()
+    return {"generate": s, "model_info": s2, "probe_ok": p_ok}
+
+
+async def million():
+    t = time.time()
+    s1, b1 = await request("/generate", gen_body(1_000_000), timeout=300)
+    d1 = time.time() - t
+    out_len = None
+    if s1 == 200:
+        out_len = json.loads(b1)["meta_info"].get("completion_tokens")
+    ids = json.dumps({"input_ids": [1] * 1_000_000, "sampling_params": {"max_new_tokens": 1}}).encode()
+    s2, _ = await request("/generate", ids, timeout=120)
+    p_ok, _ = await probe()
+    return {"new_tokens_status": s1, "completion_tokens": out_len, "seconds": round(d1, 2),
+            "input_ids_status": s2, "probe_ok": p_ok}
+
+
+async def main():
+    if CMD == "flood":
+        r = await flood(int(ARGS[0]))
+    elif CMD == "idle":
+        r = await idle(int(ARGS[0]))
+    elif CMD == "body":
+        r = await body(int(ARGS[0]))
+    elif CMD == "malformed":
+        r = await malformed()
+    elif CMD == "key":
+        r = await key(ARGS[0])
+    elif CMD == "million":
+        r = await million()
+    else:
+        sys.exit(f"unknown check {CMD}")
+    print(json.dumps(r))
+
+
+asyncio.run(main())
