@@ -19,7 +19,7 @@ TEST_THREADS ?= 2
 # An experiment file for `make run` (see experiments/).
 EXP ?= experiments/demo.env
 
-.PHONY: all setup build test docs demo run bench clean-runs
+.PHONY: all setup build test chaos fuzz docs demo run bench clean-runs
 
 all: build
 
@@ -29,8 +29,25 @@ setup:
 build: setup
 	cargo build $(CARGO_FLAGS) --bins
 
+# Every test: the cargo tests, then the fault and abuse suite on the release
+# binaries they built (scripts/chaos.sh; its fuzz targets need cargo-fuzz,
+# which scripts/setup-fuzz.sh installs; FUZZ_SECONDS per target, 0 skips).
+FUZZ_SECONDS ?= 20
+export FUZZ_SECONDS
 test: setup
 	cargo test $(CARGO_FLAGS) -- --test-threads=$(TEST_THREADS)
+	scripts/setup-fuzz.sh
+	scripts/chaos.sh
+
+# The fault and abuse suite alone (`make chaos FILTER=serve/`).
+chaos: build
+	scripts/setup-fuzz.sh
+	scripts/chaos.sh $(FILTER)
+
+# Longer fuzzing: `make fuzz FUZZ_SECONDS=600` (FUZZ_GROW=1 keeps new corpus inputs).
+fuzz: setup
+	scripts/setup-fuzz.sh
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 docs:
 	cargo run $(CARGO_FLAGS) --bin arl-docs -- write

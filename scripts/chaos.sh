@@ -241,7 +241,7 @@ crash_sync() {
   serve "$d/base" "$port" --weight-version 0 || return 1
   "$BIN/arl-sync" --checkpoint "$d/ck/step-1" --endpoint "http://127.0.0.1:$port" --weight-version 1 >/dev/null & p=$!
   # arl-sync checks the checkpoint, then waits on the server's load of it.
-  sleep 0.15
+  sleep 0.06
   local running=no
   kill -0 "$p" 2>/dev/null && running=yes
   kill -9 "$p"; wait "$p" 2>/dev/null
@@ -714,7 +714,16 @@ fuzz_all() {
   local out
   out=$("$ROOT/scripts/fuzz.sh" "$FUZZ_SECONDS" 2>"$W/logs/fuzz.log")
   local rc=$?
-  echo "$out"
+  # scripts/fuzz.sh prints `fuzz T  expected: …  observed: …  PASS`; same layout as the rest.
+  local line name rest
+  while IFS= read -r line; do
+    if [[ $line =~ ^fuzz\ ([a-z_]+)\ \ expected:\ (.*)\ \ observed:\ (.*)\ \ (PASS|FAIL)$ ]]; then
+      printf '%-26s expected: %s\n%-26s observed: %s %s\n' "fuzz/${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "" "${BASH_REMATCH[3]}" "${BASH_REMATCH[4]}"
+      [ "${BASH_REMATCH[4]}" = FAIL ] && FAILED+=("fuzz/${BASH_REMATCH[1]}")
+    else
+      echo "$line"
+    fi
+  done <<<"$out"
   PASS=$((PASS + $(grep -c ' PASS$' <<<"$out")))
   FAIL=$((FAIL + $(grep -c ' FAIL$' <<<"$out")))
   if [ "$rc" != 0 ] && ! grep -q ' FAIL$' <<<"$out"; then
