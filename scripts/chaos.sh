@@ -330,6 +330,13 @@ bad_broken() { bad_case broken.jsonl "broken.jsonl:5"; }
 bad_wrong_type() { bad_case wrong-type.jsonl "wrong-type.jsonl:7.*reward"; }
 bad_mismatch() { bad_case mismatched-lengths.jsonl "mismatched-lengths.jsonl:6.*loss_mask"; }
 bad_utf8() { bad_case invalid-utf8.jsonl "invalid-utf8.jsonl:4"; }
+# A file the fuzzer found (fuzz/corpus/parquet_reader): the arrow decoder
+# itself panics on it; the readers turn that into an error.
+bad_decoder_panic() {
+  make_bad
+  cp "$ROOT/fuzz/corpus/parquet_reader/regress-bit-chunk-oob.parquet" "$W/bad/decoder-panic.parquet"
+  bad_case decoder-panic.parquet "decoder-panic.parquet.*corrupt Parquet"
+}
 bad_truncated() { bad_case truncated.parquet "truncated.parquet.*Parquet"; }
 bad_corrupt_footer() { bad_case corrupt-footer.parquet "corrupt-footer.parquet.*Parquet"; }
 bad_corrupt_data() { bad_case corrupt-data.parquet "corrupt-data.parquet.*Parquet"; }
@@ -752,6 +759,7 @@ scenario bad/huge-line bad_huge_line
 scenario bad/truncated-parquet bad_truncated
 scenario bad/corrupt-parquet-footer bad_corrupt_footer
 scenario bad/corrupt-parquet-data bad_corrupt_data
+scenario bad/parquet-decoder-panic bad_decoder_panic
 scenario bad/skip-adds-up bad_skip
 scenario disk/full full_disk
 scenario server/5xx fault_5xx

@@ -240,7 +240,22 @@ impl RecordReader {
 /// arrow/parquet assert on some corrupt files (found by fuzzing,
 /// fuzz/fuzz_targets/parquet_reader.rs), which would abort the whole tool.
 fn parquet_guard<T>(source: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    thread_local!(static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    // The panic becomes an error message: keep the default hook from also
+    // printing it (with a backtrace) for panics inside a guard.
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(|g| g.get()) {
+                previous(info);
+            }
+        }));
+    });
+    let was = GUARDED.with(|g| g.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(was));
+    match result {
         Ok(r) => r,
         Err(p) => {
             let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
@@ -592,6 +607,9 @@ pub fn pid_alive(pid: u32) -> bool {
 /// A `kill -9` skips every destructor, so without this each crash during a
 /// write would leave its temporary behind (a whole checkpoint, for
 /// `arl-train`). Entries of live processes, or without a pid, are kept.
+/// Pids are this host's: two hosts writing the same name on a shared
+/// filesystem could remove each other's temporaries (they would also race
+/// for the name itself).
 pub fn remove_stale_temps(dir: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
