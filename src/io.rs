@@ -611,18 +611,24 @@ pub fn pid_alive(pid: u32) -> bool {
 /// filesystem could remove each other's temporaries (they would also race
 /// for the name itself).
 pub fn remove_stale_temps(dir: &Path, prefix: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else { continue };
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        let Ok(pid) = digits.parse::<u32>() else { continue };
-        if pid == std::process::id() || pid_alive(pid) {
-            continue;
-        }
-        let p = e.path();
-        let _ = if e.file_type().is_ok_and(|t| t.is_dir()) { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+    for p in dead_writers(dir, prefix) {
+        let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
     }
+}
+
+/// The entries of `dir` named `PREFIX<pid>…` whose process is gone.
+pub fn dead_writers(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else { return false };
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u32>().is_ok_and(|pid| pid != std::process::id() && !pid_alive(pid))
+        })
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Reads every record of a file (tests and small inputs); stops at the first bad one.

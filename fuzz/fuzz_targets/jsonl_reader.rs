@@ -4,6 +4,9 @@
 //! Each record read must survive a write/read round trip unchanged.
 #![no_main]
 use arl::Record;
+#[path = "../common/quiet_panics.rs"]
+mod common;
+use common::quiet_panics;
 use libfuzzer_sys::fuzz_target;
 use std::io::Cursor;
 
@@ -31,14 +34,3 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
-
-/// `RecordReader` turns a panic inside the Parquet decoder into an error
-/// (`catch_unwind`), as the tools see it; libFuzzer's hook would abort on it
-/// before it is caught. Panics that escape still abort (libfuzzer-sys), and
-/// this hook prints where they came from.
-fn quiet_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        std::panic::set_hook(Box::new(|info| eprintln!("panic: {info}")));
-    });
-}

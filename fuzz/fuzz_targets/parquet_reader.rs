@@ -5,6 +5,9 @@
 //! `PAR1` get the magic prepended, so every run exercises the Parquet path:
 //! footer, metadata, row groups, pages, and the Arrow → `Record` conversion.
 #![no_main]
+#[path = "../common/quiet_panics.rs"]
+mod common;
+use common::quiet_panics;
 use libfuzzer_sys::fuzz_target;
 use std::io::Cursor;
 
@@ -33,14 +36,3 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
-
-/// `RecordReader` turns a panic inside the Parquet decoder into an error
-/// (`catch_unwind`), as the tools see it; libFuzzer's hook would abort on it
-/// before it is caught. Panics that escape still abort (libfuzzer-sys), and
-/// this hook prints where they came from.
-fn quiet_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        std::panic::set_hook(Box::new(|info| eprintln!("panic: {info}")));
-    });
-}

@@ -45,6 +45,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    def reply(self, status, data):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def forward(self, method):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
@@ -57,12 +64,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 fault = args.mode
             print(f"{k} {self.path} {fault or 'pass'}", file=sys.stderr, flush=True)
         if fault in ("5xx", "always5xx"):
-            data = b'{"error": {"message": "injected fault: service unavailable"}}'
-            self.send_response(503)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(503, b'{"error": {"message": "injected fault: service unavailable"}}')
             return
         if fault == "reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -72,12 +74,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault == "slow":
             time.sleep(args.delay)
         if fault == "garbage":
-            data = b'{"text": "half an answer", "meta_info": {"output_token_logp'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(200, b'{"text": "half an answer", "meta_info": {"output_token_logp')
             return
         conn = http.client.HTTPConnection(up_host, int(up_port), timeout=120)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -86,11 +83,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             r = conn.getresponse()
             data = r.read()
         except OSError as e:
-            data = ('{"error": "upstream: %s"}' % e).encode()
-            self.send_response(502)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(502, ('{"error": "upstream: %s"}' % e).encode())
             return
         finally:
             conn.close()

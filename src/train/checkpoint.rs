@@ -62,20 +62,11 @@ fn share_tree(dir: &Path) -> Result<()> {
 /// only without RENAME_EXCHANGE) and moving the new one in leaves no `dest`:
 /// the previous checkpoint is put back. With `dest` in place it is removed.
 fn restore_or_remove_old(parent: &Path, name: &str, dest: &Path) {
-    let prefix = format!(".{name}.old-");
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    for e in entries.flatten() {
-        let fname = e.file_name();
-        let Some(pid) = fname.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == std::process::id() || crate::io::pid_alive(pid) {
-            continue;
-        }
+    for old in crate::io::dead_writers(parent, &format!(".{name}.old-")) {
         if dest.exists() {
-            let _ = std::fs::remove_dir_all(e.path());
+            let _ = std::fs::remove_dir_all(&old);
         } else {
-            let _ = std::fs::rename(e.path(), dest);
+            let _ = std::fs::rename(&old, dest);
         }
     }
 }
