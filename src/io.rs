@@ -14,7 +14,9 @@ use crate::schema;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
+use parquet::file::writer::SerializedFileWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
@@ -326,7 +328,71 @@ pub struct RecordWriter {
 
 enum WriterKind {
     Jsonl { out: Box<dyn Sink>, buf: Vec<u8>, flush_each: bool },
-    Parquet { w: ArrowWriter<Box<dyn Sink>>, rows: Vec<Record> },
+    Parquet { w: ParquetOut, rows: Vec<Record> },
+}
+
+/// The Parquet side of a [`RecordWriter`]: row groups are encoded (Arrow
+/// leaves → compressed column chunks) in parallel, over row groups and over
+/// the columns of each, then appended to the file in order. The bytes are the
+/// same as a sequential `ArrowWriter` would write with the same properties.
+struct ParquetOut {
+    file: SerializedFileWriter<Box<dyn Sink>>,
+    factory: ArrowRowGroupWriterFactory,
+    next_rg: usize,
+}
+
+impl ParquetOut {
+    fn new(out: Box<dyn Sink>, props: WriterProperties) -> Result<ParquetOut> {
+        // ArrowWriter embeds the Arrow schema in the key-value metadata; its
+        // lower-level halves then let the columns be encoded on many threads.
+        let w = ArrowWriter::try_new(out, schema::schema(), Some(props)).context("creating Parquet writer")?;
+        let (file, factory) = w.into_serialized_writer().context("creating Parquet writer")?;
+        Ok(ParquetOut { file, factory, next_rg: 0 })
+    }
+
+    /// Encodes one row group's records into its column chunks (columns in parallel).
+    fn encode(factory: &ArrowRowGroupWriterFactory, rg: usize, rows: &[Record]) -> Result<Vec<ArrowColumnChunk>> {
+        let batch = schema::to_batch(rows);
+        let writers = factory.create_column_writers(rg)?;
+        let mut leaves = Vec::with_capacity(writers.len());
+        for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
+            leaves.extend(compute_leaves(field, col)?);
+        }
+        debug_assert_eq!(leaves.len(), writers.len());
+        writers
+            .into_par_iter()
+            .zip(leaves.into_par_iter())
+            .map(|(mut w, leaf)| {
+                w.write(&leaf)?;
+                w.close()
+            })
+            .collect::<parquet::errors::Result<Vec<_>>>()
+            .map_err(Into::into)
+    }
+
+    /// Writes `rows` as row groups of [`PARQUET_ROW_GROUP`] (the last one may be short).
+    fn write_rows(&mut self, rows: &[Record]) -> Result<()> {
+        let first = self.next_rg;
+        let factory = &self.factory;
+        let groups: Vec<Vec<ArrowColumnChunk>> = rows
+            .par_chunks(PARQUET_ROW_GROUP)
+            .enumerate()
+            .map(|(i, c)| Self::encode(factory, first + i, c))
+            .collect::<Result<_>>()?;
+        for chunks in groups {
+            let mut rg = self.file.next_row_group()?;
+            for c in chunks {
+                c.append_to_row_group(&mut rg)?;
+            }
+            rg.close()?;
+            self.next_rg += 1;
+        }
+        Ok(())
+    }
+
+    fn into_inner(self) -> Result<Box<dyn Sink>> {
+        Ok(self.file.into_inner()?)
+    }
 }
 
 /// A byte destination that can be finalised: stdout is flushed, an
@@ -391,7 +457,8 @@ impl RecordWriter {
                         schema::SCHEMA_VERSION_KEY.to_string(),
                         schema::SCHEMA_VERSION.to_string(),
                     )]));
-                // Per-token numbers are high-cardinality: a dictionary attempt is wasted work.
+                // Per-token numbers are high-cardinality: a dictionary attempt is
+                // wasted work, and their min/max helps no reader's pruning.
                 for (name, kind) in crate::record::FIELDS {
                     use crate::record::FieldKind as K;
                     if matches!(kind, K::ListU32 | K::ListF32) {
@@ -400,12 +467,12 @@ impl RecordWriter {
                             "list".to_string(),
                             "item".to_string(),
                         ]);
-                        props = props.set_column_dictionary_enabled(path, false);
+                        props = props
+                            .set_column_dictionary_enabled(path.clone(), false)
+                            .set_column_statistics_enabled(path, parquet::file::properties::EnabledStatistics::None);
                     }
                 }
-                let props = props.build();
-                let w = ArrowWriter::try_new(out, schema::schema(), Some(props)).context("creating Parquet writer")?;
-                WriterKind::Parquet { w, rows: Vec::with_capacity(PARQUET_ROW_GROUP) }
+                WriterKind::Parquet { w: ParquetOut::new(out, props.build())?, rows: Vec::with_capacity(PARQUET_ROW_GROUP) }
             }
         };
         Ok(RecordWriter { kind, count: 0 })
@@ -426,9 +493,8 @@ impl RecordWriter {
             WriterKind::Parquet { w, rows } => {
                 rows.push(r.clone());
                 if rows.len() >= PARQUET_ROW_GROUP {
-                    let batch = schema::to_batch(rows);
+                    w.write_rows(rows)?;
                     rows.clear();
-                    w.write(&batch)?;
                 }
             }
         }
@@ -442,9 +508,8 @@ impl RecordWriter {
                 self.count += 1;
                 rows.push(r);
                 if rows.len() >= PARQUET_ROW_GROUP {
-                    let batch = schema::to_batch(rows);
+                    w.write_rows(rows)?;
                     rows.clear();
-                    w.write(&batch)?;
                 }
                 Ok(())
             }
@@ -481,11 +546,8 @@ impl RecordWriter {
                 rows.extend(recs);
                 if rows.len() >= PARQUET_ROW_GROUP {
                     let full = rows.len() / PARQUET_ROW_GROUP * PARQUET_ROW_GROUP;
-                    let batches: Vec<_> = rows[..full].par_chunks(PARQUET_ROW_GROUP).map(schema::to_batch).collect();
+                    w.write_rows(&rows[..full])?;
                     rows.drain(..full);
-                    for b in batches {
-                        w.write(&b)?;
-                    }
                 }
                 Ok(())
             }
@@ -517,7 +579,7 @@ impl RecordWriter {
             WriterKind::Jsonl { out, .. } => out,
             WriterKind::Parquet { mut w, rows } => {
                 if !rows.is_empty() {
-                    w.write(&schema::to_batch(&rows))?;
+                    w.write_rows(&rows)?;
                 }
                 w.into_inner()?
             }
