@@ -54,7 +54,8 @@ struct Group {
     size: u64,
     /// The group's value of each breakdown key (data_source first), from its first record.
     keys: Vec<String>,
-    rewards: Vec<f64>,
+    /// Per scored sample: `reward_detail.score` when present, else `reward`.
+    scores: Vec<f64>,
 }
 
 #[derive(Debug, Default)]
@@ -81,7 +82,8 @@ pub struct Stats {
     tool_calls: Moments,
     groups: HashMap<String, Group>,
     group_order: Vec<String>,
-    /// A sample counts as solved for pass@k when its reward is at least this.
+    /// A sample counts as solved for pass@k when its score (`reward_detail.score`,
+    /// else `reward`) is at least this.
     pub pass_threshold: f64,
 }
 
@@ -177,7 +179,10 @@ impl Stats {
             });
             g.size += 1;
             if let Some(x) = r.reward {
-                g.rewards.push(x as f64);
+                // The verifier's verdict before shaping (format bonus, tool
+                // cost, overlong penalty) when `arl-reward` recorded it.
+                let score = r.reward_detail.as_ref().and_then(|d| d.get("score")).and_then(Value::as_f64);
+                g.scores.push(score.unwrap_or(x as f64));
             }
         }
     }
@@ -240,20 +245,20 @@ impl Stats {
         let mut by = Map::new();
         for (name, s) in &self.breakdowns[i].1 {
             let groups: Vec<&Group> = self.groups.values().filter(|g| &g.keys[i] == name).collect();
-            let scored: Vec<&&Group> = groups.iter().filter(|g| !g.rewards.is_empty()).collect();
+            let scored: Vec<&&Group> = groups.iter().filter(|g| !g.scores.is_empty()).collect();
             let mut o = json!({
                 "records": s.records,
                 "reward": s.reward.to_json(),
                 "groups": groups.len(),
             });
             if !scored.is_empty() {
-                let k = scored.iter().map(|g| g.rewards.len()).max().unwrap_or(0);
+                let k = scored.iter().map(|g| g.scores.len()).max().unwrap_or(0);
                 let pass = scored
                     .iter()
-                    .filter(|g| g.rewards.iter().any(|&x| x >= self.pass_threshold))
+                    .filter(|g| g.scores.iter().any(|&x| x >= self.pass_threshold))
                     .count() as f64
                     / scored.len() as f64;
-                let mean_k = scored.iter().map(|g| g.rewards.iter().sum::<f64>() / g.rewards.len() as f64).sum::<f64>()
+                let mean_k = scored.iter().map(|g| g.scores.iter().sum::<f64>() / g.scores.len() as f64).sum::<f64>()
                     / scored.len() as f64;
                 o["k"] = json!(k);
                 o["pass_at_k"] = json!(pass);
@@ -378,6 +383,27 @@ mod tests {
         assert_eq!(j["by_data_source"]["d"]["pass_at_k"], json!(0.5));
         assert_eq!(j["by_data_source"]["d"]["mean_at_k"], json!(0.25));
         assert_eq!(j["groups"]["sizes"]["2"], json!(2));
+    }
+
+    #[test]
+    fn pass_at_k_counts_the_verdict_not_the_shaped_reward() {
+        // A tool-using success shaped below the threshold (1 - 0.1 tool cost)
+        // still solves its group; a format bonus does not make a failure pass.
+        let mut s = Stats::new(1.0);
+        for (pid, rw, score) in [("a", 0.9, Some(1.0)), ("a", 0.0, Some(0.0)), ("b", 1.1, Some(0.0)), ("c", 1.0, None)] {
+            s.push(&Record {
+                prompt_id: Some(pid.into()),
+                data_source: Some("d".into()),
+                reward: Some(rw),
+                reward_detail: score.map(|x: f64| json!({"rm": "math", "score": x})),
+                ..Default::default()
+            });
+        }
+        let d = &s.to_json()["by_data_source"]["d"];
+        assert_eq!(d["pass_at_k"], json!(2.0 / 3.0));
+        assert_eq!(d["mean_at_k"], json!((0.5 + 0.0 + 1.0) / 3.0));
+        // The reward summary is still of the shaped reward.
+        assert!((d["reward"]["mean"].as_f64().unwrap() - 3.0 / 4.0).abs() < 1e-6);
     }
 
     #[test]

@@ -34,7 +34,7 @@ complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -s i -l i
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l rejects -d 'File that receives every bad record (the original line verbatim for JSONL, the row as JSON for Parquet) when `--on-error skip`' -r -F
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l pass-threshold -d 'Reward at or above which a sample counts as solved for pass@k' -r
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l pass-threshold -d 'Score at or above which a sample counts as solved for pass@k' -r
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l by -d 'Also break the statistics down by this field: a record field (`finish_reason`, `status`) or a path into `metadata` (`metadata.kind`, `metadata.difficulty`); repeatable' -r
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l json -d 'Print JSON instead of a table'

@@ -41,7 +41,9 @@ pub enum Cmd {
 /// Rewards are summarised overall and per `data_source`; groups (records
 /// sharing a `prompt_id`) give pass@k (share of groups with at least one
 /// sample scoring `--pass-threshold` or more) and mean@k (mean over groups of
-/// the group's mean reward), where k is the group size. Response lengths are
+/// the group's mean score), where k is the group size. The score of a sample
+/// is `reward_detail.score` (the verifier's verdict before shaping: format
+/// bonus, tool-call cost, overlong penalty) when present, else `reward`. Response lengths are
 /// in tokens (`len(tokens) - prompt_len`), percentiles by nearest rank.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXIT_CODES_HELP)]
@@ -51,7 +53,7 @@ pub struct StatsArgs {
     /// Print JSON instead of a table
     #[arg(long)]
     pub json: bool,
-    /// Reward at or above which a sample counts as solved for pass@k
+    /// Score at or above which a sample counts as solved for pass@k
     #[arg(long, default_value_t = 1.0, value_name = "R")]
     pub pass_threshold: f64,
     /// Also break the statistics down by this field: a record field
