@@ -168,6 +168,59 @@ pub fn gae(rewards: &[f32], values: &[f32], gamma: f32, lambda: f32, adv: &mut [
     }
 }
 
+/// [`gae`] fused with everything around it, in one reverse pass: the
+/// per-token rewards (`token_rewards`, e.g. the KL penalty; none means 0),
+/// `reward` on the last response token, the scan, `returns = A + V`, and the
+/// mask (0 on untrained tokens in both outputs). The same operations in the
+/// same order as [`gae`] followed by masking, so the results are identical.
+#[allow(clippy::too_many_arguments)]
+pub fn gae_masked(
+    token_rewards: Option<&[f32]>,
+    reward: f32,
+    values: &[f32],
+    mask: &[u8],
+    gamma: f32,
+    lambda: f32,
+    adv: &mut [f32],
+    ret: &mut [f32],
+) {
+    match token_rewards {
+        Some(k) => gae_masked_by(|t| k[t], reward, values, mask, gamma, lambda, adv, ret),
+        None => gae_masked_by(|_| 0.0, reward, values, mask, gamma, lambda, adv, ret),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn gae_masked_by(
+    token_reward: impl Fn(usize) -> f32,
+    reward: f32,
+    values: &[f32],
+    mask: &[u8],
+    gamma: f32,
+    lambda: f32,
+    adv: &mut [f32],
+    ret: &mut [f32],
+) {
+    let n = mask.len();
+    assert!(values.len() == n && adv.len() == n && ret.len() == n);
+    if n == 0 {
+        return;
+    }
+    let w = gamma * lambda;
+    let keep = |m: u8, x: f32| if m != 0 { x } else { 0.0 };
+    let t = n - 1;
+    let mut last = (token_reward(t) + reward) - values[t];
+    adv[t] = keep(mask[t], last);
+    ret[t] = keep(mask[t], last + values[t]);
+    for t in (0..n - 1).rev() {
+        let delta = token_reward(t) + gamma * values[t + 1] - values[t];
+        last = delta + w * last;
+        adv[t] = keep(mask[t], last);
+        ret[t] = keep(mask[t], last + values[t]);
+    }
+}
+
 /// The `chunk × chunk` upper-triangular matrix `T[i][j] = (γλ)^(j-i)` for
 /// `j ≥ i` and the powers `(γλ)^(chunk-i)` that carry the next block's first
 /// advantage into this block: the form of slime's chunked GAE, where each block
@@ -417,6 +470,33 @@ mod tests {
                 let s: f64 = a.iter().sum();
                 let scale = a.iter().map(|x| x.abs()).fold(1.0, f64::max);
                 assert!(s.abs() <= 1e-9 * scale * n as f64, "{name} {r:?} → {a:?} sums to {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn property_fused_gae_equals_vanilla_then_mask() {
+        let mut rng = Rng::new(11);
+        for _ in 0..200 {
+            let n = rng.below(300) as usize;
+            let v: Vec<f32> = (0..n).map(|_| rng.f64() as f32 * 2.0 - 1.0).collect();
+            let k: Vec<f32> = (0..n).map(|_| rng.f64() as f32 * 0.1).collect();
+            let mask: Vec<u8> = (0..n).map(|_| rng.bool(0.7) as u8).collect();
+            let (gamma, lambda, reward) = (0.9 + rng.f64() as f32 * 0.1, rng.f64() as f32, rng.f64() as f32);
+            for kr in [None, Some(&k[..])] {
+                let mut r: Vec<f32> = kr.map_or(vec![0.0; n], |k| k.to_vec());
+                if let Some(l) = r.last_mut() {
+                    *l += reward;
+                }
+                let mut want = vec![0.0; n];
+                gae(&r, &v, gamma, lambda, &mut want);
+                let mut want_ret: Vec<f32> = want.iter().zip(&v).map(|(a, v)| a + v).collect();
+                apply_mask(&mut want, &mask);
+                apply_mask(&mut want_ret, &mask);
+                let (mut a, mut ret) = (vec![9.0; n], vec![9.0; n]);
+                gae_masked(kr, reward, &v, &mask, gamma, lambda, &mut a, &mut ret);
+                assert_eq!(a, want);
+                assert_eq!(ret, want_ret);
             }
         }
     }

@@ -265,19 +265,41 @@ impl Config {
                 r.returns = Some(g);
             }
             Estimator::Gae => {
-                adv::kl_penalty(self.kl_estimator, self.kl_coef, r.rollout_log_probs.as_deref(), r.ref_log_probs.as_deref(), &mask, scratch);
-                if let Some(last) = scratch.last_mut() {
-                    *last += reward;
-                }
                 let values = r.values.as_deref().unwrap_or(&[]);
-                let mut a = vec![0.0f32; mask.len()];
-                match &self.chunked {
-                    Some(c) => c.run(scratch, values, self.gamma, &mut a),
-                    None => adv::gae(scratch, values, self.gamma, self.lambda, &mut a),
+                let n = mask.len();
+                // Reuse the buffers of the input's advantages/returns, if any.
+                let reuse = |v: Option<Vec<f32>>| {
+                    let mut v = v.unwrap_or_default();
+                    v.clear();
+                    v.resize(n, 0.0);
+                    v
+                };
+                let (mut a, mut ret) = (reuse(r.advantages.take()), reuse(r.returns.take()));
+                let kl = self.kl_coef != 0.0 && r.rollout_log_probs.is_some() && r.ref_log_probs.is_some();
+                if kl {
+                    adv::kl_penalty(self.kl_estimator, self.kl_coef, r.rollout_log_probs.as_deref(), r.ref_log_probs.as_deref(), &mask, scratch);
                 }
-                let mut ret: Vec<f32> = a.iter().zip(values).map(|(a, v)| a + v).collect();
-                adv::apply_mask(&mut a, &mask);
-                adv::apply_mask(&mut ret, &mask);
+                match &self.chunked {
+                    Some(c) => {
+                        if !kl {
+                            scratch.clear();
+                            scratch.resize(n, 0.0);
+                        }
+                        if let Some(last) = scratch.last_mut() {
+                            *last += reward;
+                        }
+                        c.run(scratch, values, self.gamma, &mut a);
+                        for ((r, a), v) in ret.iter_mut().zip(&a).zip(values) {
+                            *r = a + v;
+                        }
+                        adv::apply_mask(&mut a, &mask);
+                        adv::apply_mask(&mut ret, &mask);
+                    }
+                    None => {
+                        let k = kl.then_some(&scratch[..]);
+                        adv::gae_masked(k, reward, values, &mask, self.gamma, self.lambda, &mut a, &mut ret);
+                    }
+                }
                 r.advantages = Some(a);
                 r.returns = Some(ret);
             }
