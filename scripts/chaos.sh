@@ -489,7 +489,7 @@ ABUSE_PORT=""
 abuse_server() {
   [ -n "$ABUSE_PORT" ] && return 0
   ABUSE_PORT=$(free_port)
-  serve "$TINY" "$ABUSE_PORT" --api-key chaos-key --max-body-bytes $((4 << 20)) || return 1
+  serve "$TINY" "$ABUSE_PORT" --api-key chaos-key --max-body-bytes $((4 << 20)) --read-timeout 3 || return 1
   ABUSE_PID=$SERVE_PID
 }
 abuse() { ARL_API_KEY=chaos-key "$PY" "$ROOT/scripts/chaos/abuse.py" "$ABUSE_PORT" "$@"; }
@@ -508,6 +508,13 @@ abuse_idle() {
   EXPECT="1000 stalled half-sent requests: a normal request is still answered"
   OBS="$(jq -r .opened <<<"$r") connections held, probe $(jq -r .probe_ok <<<"$r") in $(jq -r .probe_s <<<"$r")s"
   [ "$(jq -r .opened <<<"$r")" = 1000 ] && [ "$(jq -r .probe_ok <<<"$r")" = true ]
+}
+abuse_slow() {
+  abuse_server || return 1
+  local r; r=$(abuse slow 400 3); echo "$r"
+  EXPECT="400 connections stalled mid-header or mid-body (slowloris) against --read-timeout 3: the server closes every one within 3 s (+ slack), mid-body ones answered 408; a normal request is answered"
+  OBS="$(jq -r .closed <<<"$r")/400 closed, slowest after $(jq -r .max_s <<<"$r")s, mid-header $(jq -c .header_statuses <<<"$r"), mid-body $(jq -c .body_statuses <<<"$r"), probe $(jq -r .probe_ok <<<"$r")"
+  [ "$(jq -r .closed <<<"$r")" = 400 ] && [ "$(jq -r '.max_s < 8' <<<"$r")" = true ] && [ "$(jq -r '.body_statuses["408"] // 0' <<<"$r")" = 200 ] && [ "$(jq -r .probe_ok <<<"$r")" = true ]
 }
 abuse_body() {
   abuse_server || return 1
@@ -770,6 +777,7 @@ scenario server/always-failing fault_down
 scenario server/absent fault_gone
 scenario serve/1000-concurrent abuse_flood
 scenario serve/1000-stalled abuse_idle
+scenario serve/slowloris abuse_slow
 scenario serve/oversized-body abuse_body
 scenario serve/malformed-json abuse_malformed
 scenario serve/wrong-api-key abuse_key

@@ -9,6 +9,7 @@ complete -c arl-serve -l host -d 'Address to bind (loopback by default; `0.0.0.0
 complete -c arl-serve -l port -d 'Port (0 picks a free one; the bound address is printed on stderr)' -r
 complete -c arl-serve -l api-key -d 'Require `Authorization: Bearer KEY` on every route but `/health`' -r
 complete -c arl-serve -l max-body-bytes -d 'Largest request body accepted, in bytes (larger ones get HTTP 413)' -r
+complete -c arl-serve -l read-timeout -d 'Seconds a client has to send a request\'s headers, and then its body; a connection that stalls longer is closed (a body that stalls gets HTTP 408), so stalled clients cannot pile up. Generation time does not count' -r
 complete -c arl-serve -l max-running-requests -d 'Sequences decoded together at most; more requests wait in a queue' -r
 complete -c arl-serve -l random-seed -d 'Seed for requests without `sampling_seed`; default: from the clock' -r
 complete -c arl-serve -l cpu-threads -d 'Intra-op CPU threads for libtorch; default: libtorch\'s own choice' -r

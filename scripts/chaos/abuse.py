@@ -6,6 +6,9 @@ JSON line on stdout with what was observed. Standard library only.
                                and a probe request while they are in flight
   abuse.py PORT idle N         N connections that send half a request and
                                stall; a probe must still be answered
+  abuse.py PORT slow N SECS    N connections that stall (half mid-header, half
+                               mid-body) against a server with --read-timeout
+                               SECS: each must be closed by the server in time
   abuse.py PORT body BYTES     one /generate body of BYTES bytes
   abuse.py PORT malformed      bodies that are not JSON / not objects / wrong types
   abuse.py PORT key KEY        a request with KEY as its bearer token
@@ -101,6 +104,40 @@ async def idle(n):
     return {"opened": opened, "probe_ok": p_ok, "probe_s": round(p_s, 2)}
 
 
+async def slow(n, secs):
+    async def one(kind):
+        t = time.time()
+        r, w = await asyncio.open_connection("127.0.0.1", PORT)
+        if kind == "header":
+            w.write(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Le")
+        else:
+            w.write((f"POST /generate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                     f"Content-Length: 100\r\n\r\n").encode() + b'{"te')
+        await w.drain()
+        try:
+            data = await asyncio.wait_for(r.read(), secs * 3 + 10)  # until the server closes
+            closed = True
+        except (asyncio.TimeoutError, OSError):
+            data, closed = b"", False
+        took = time.time() - t
+        w.close()
+        parts = data.split()
+        status = int(parts[1]) if data.startswith(b"HTTP/") and len(parts) > 1 else None
+        return kind, closed, took, status
+
+    res = await asyncio.gather(*[one("header" if i % 2 == 0 else "body") for i in range(n)])
+    p_ok, p_s = await probe()
+    out = {"n": n, "closed": sum(1 for _, c, _, _ in res if c),
+           "max_s": round(max(t for _, _, t, _ in res), 2), "probe_ok": p_ok}
+    for kind in ("header", "body"):
+        st = {}
+        for k, _, _, s in res:
+            if k == kind:
+                st[str(s)] = st.get(str(s), 0) + 1
+        out[kind + "_statuses"] = st
+    return out
+
+
 async def body(nbytes):
     """Announces BYTES of body, sends the first 64 KiB, and reads the answer:
     a server that checks the length answers before the rest is sent."""
@@ -169,6 +206,8 @@ async def main():
         r = await flood(int(ARGS[0]))
     elif CMD == "idle":
         r = await idle(int(ARGS[0]))
+    elif CMD == "slow":
+        r = await slow(int(ARGS[0]), float(ARGS[1]))
     elif CMD == "body":
         r = await body(int(ARGS[0]))
     elif CMD == "malformed":

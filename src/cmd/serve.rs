@@ -81,6 +81,12 @@ pub struct Args {
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES", help_heading = "Server")]
     pub max_body_bytes: usize,
 
+    /// Seconds a client has to send a request's headers, and then its body;
+    /// a connection that stalls longer is closed (a body that stalls gets
+    /// HTTP 408), so stalled clients cannot pile up. Generation time does not count
+    #[arg(long, default_value_t = 30.0, value_name = "SECS", help_heading = "Server")]
+    pub read_timeout: f64,
+
     /// Sequences decoded together at most; more requests wait in a queue
     #[arg(long, default_value_t = 128, value_name = "N", help_heading = "Scheduling")]
     pub max_running_requests: usize,
@@ -97,6 +103,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.max_running_requests == 0 {
         return Err(cli::usage("`--max-running-requests` must be at least 1"));
+    }
+    if !(args.read_timeout.is_finite() && args.read_timeout > 0.0) {
+        return Err(cli::usage("`--read-timeout` must be a positive number of seconds"));
     }
     let tok_dir = args.tokenizer_path.clone().unwrap_or_else(|| args.model_path.clone());
     let tok = Arc::new(Tokenizer::load(&tok_dir).context("loading the tokenizer")?);
@@ -121,6 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         api_key: args.api_key.clone(),
         max_running_requests: args.max_running_requests,
         max_body_bytes: args.max_body_bytes,
+        read_timeout: std::time::Duration::from_secs_f64(args.read_timeout),
         weight_version: args.weight_version.clone(),
         random_seed: seed,
         context_len: engine.context_len(),

@@ -72,6 +72,9 @@ impl Client {
         let http = reqwest::Client::builder()
             .default_headers(headers)
             .pool_max_idle_per_host(concurrency.max(1))
+            // Below the servers' keep-alive limits (arl-serve --read-timeout 30 s),
+            // so a pooled connection is not reused just as the server closes it.
+            .pool_idle_timeout(Duration::from_secs(20))
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true)
             .build()

@@ -108,12 +108,34 @@ async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Resp
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|n| n > st.cfg.max_body_bytes as u64);
     if too_big {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body larger than {} bytes (--max-body-bytes)", st.cfg.max_body_bytes),
-        );
+        return body_too_large(&st);
     }
-    next.run(req).await
+    // The body is read here, within --read-timeout, so a client that stalls
+    // mid-body cannot hold a connection (the handlers read whole bodies anyway).
+    let (parts, body) = req.into_parts();
+    let limit = st.cfg.max_body_bytes;
+    let bytes = match tokio::time::timeout(st.cfg.read_timeout, axum::body::to_bytes(body, limit)).await {
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("request body not received within {:?} (--read-timeout)", st.cfg.read_timeout),
+            )
+        }
+        Ok(Err(e)) => {
+            let over = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            if over {
+                return body_too_large(&st);
+            }
+            return bad(format!("cannot read the request body: {e}"));
+        }
+        Ok(Ok(b)) => b,
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+fn body_too_large(st: &AppState) -> Response {
+    error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} bytes (--max-body-bytes)", st.cfg.max_body_bytes))
 }
 
 /// Parses a body as a JSON object; an empty body counts as `{}`.

@@ -31,6 +31,8 @@ pub struct Config {
     pub api_key: Option<String>,
     pub max_running_requests: usize,
     pub max_body_bytes: usize,
+    /// Time a client has for a request's headers, then again for its body.
+    pub read_timeout: std::time::Duration,
     pub weight_version: String,
     pub random_seed: u64,
     pub context_len: usize,
@@ -65,9 +67,36 @@ pub fn serve(cfg: Config, engine: Box<dyn engine::Engine>, tok: Arc<Tokenizer>, 
         let listener = listen(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
         let local = listener.local_addr()?;
         eprintln!("arl-serve: listening on http://{local}");
+        let read_timeout = cfg.read_timeout;
         let state = Arc::new(http::AppState::new(cfg, tx, shared, tok, local.port()));
-        axum::serve(listener, http::router(state)).await.context("HTTP server")
+        accept_loop(listener, http::router(state), read_timeout).await
     })
+}
+
+/// Serves each connection with HTTP/1.1 on its own task. Unlike `axum::serve`,
+/// a connection whose request headers do not arrive within `read_timeout` is
+/// closed (the body has the same time again: `http::auth` reads it).
+async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, read_timeout: std::time::Duration) -> Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            // Out of file descriptors and the like: the next accept may succeed.
+            Err(e) => {
+                eprintln!("arl-serve: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(TokioTimer::new()).header_read_timeout(read_timeout);
+            // A client that goes away mid-request is its own business.
+            let _ = b.serve_connection(TokioIo::new(stream), svc).await;
+        });
+    }
 }
 
 /// Binds with a deep accept queue: a rollout opening hundreds of connections
