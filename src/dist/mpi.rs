@@ -85,7 +85,10 @@ impl Mpi {
                 self.abort(EXIT_TIMEOUT)
             }
             _ => {
-                eprintln!("{}: error: rank {}: {what}: bad arguments to the MPI shim (code {rc})", self.tool, self.rank);
+                eprintln!(
+                    "{}: error: rank {}: {what}: bad arguments to the MPI shim (code {rc})",
+                    self.tool, self.rank
+                );
                 self.abort(1)
             }
         }
