@@ -216,7 +216,8 @@ impl Job {
     fn wait_for_steps(&self, dir: &Path, steps: usize) {
         let t0 = Instant::now();
         loop {
-            let n = std::fs::read(dir.join("m.jsonl")).map(|b| jsonl(&b).len()).unwrap_or(0);
+            // Complete lines only: rank 0 may be writing one.
+            let n = std::fs::read(dir.join("m.jsonl")).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0);
             if n >= steps && dir.join("ck/trainer_state/state.json").exists() {
                 return;
             }
