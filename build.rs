@@ -1,4 +1,5 @@
-//! Link-time wiring for the libtorch binaries (feature `torch`).
+//! Link-time wiring for the libtorch binaries (feature `torch`) and the MPI
+//! shim (feature `mpi`).
 //!
 //! * An rpath to the libtorch directory that `torch-sys` found (the PyTorch
 //!   wheel's `torch/lib` when built with `LIBTORCH_USE_PYTORCH=1`), so the
@@ -7,10 +8,14 @@
 //!   train or serve: nothing in Rust references a symbol of it, so under the
 //!   default `--as-needed` the linker drops it and CUDA silently stays
 //!   unavailable on a GPU machine.
+//! * Feature `mpi`: csrc/arl_mpi.c compiled and linked with the include and
+//!   library flags that `mpicc --showme:compile` / `--showme:link` print
+//!   (OpenMPI's compiler wrapper; `MPICC` overrides which one).
 use std::path::Path;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    build_mpi_shim();
     if std::env::var_os("CARGO_FEATURE_TORCH").is_none() {
         return;
     }
@@ -27,3 +32,49 @@ fn main() {
         println!("cargo:rustc-link-arg-tests=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
     }
 }
+
+#[cfg(feature = "mpi")]
+fn build_mpi_shim() {
+    println!("cargo:rerun-if-changed=csrc/arl_mpi.c");
+    println!("cargo:rerun-if-env-changed=MPICC");
+    let mpicc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into());
+    let showme = |what: &str| -> Vec<String> {
+        let out = std::process::Command::new(&mpicc).arg(format!("--showme:{what}")).output();
+        match out {
+            Ok(o) if o.status.success() => {
+                String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_string).collect()
+            }
+            _ => panic!(
+                "feature `mpi` needs OpenMPI's `{mpicc} --showme:{what}`: install it with scripts/setup.sh \
+                 (Debian: openmpi-bin libopenmpi-dev), or build without it: \
+                 `cargo build --no-default-features --features torch`"
+            ),
+        }
+    };
+    let mut build = cc::Build::new();
+    build.file("csrc/arl_mpi.c").warnings(true);
+    for f in showme("compile") {
+        match f.strip_prefix("-I") {
+            Some(dir) => {
+                build.include(dir);
+            }
+            None => {
+                build.flag(&f);
+            }
+        }
+    }
+    build.compile("arl_mpi");
+    for f in showme("link") {
+        if let Some(dir) = f.strip_prefix("-L") {
+            println!("cargo:rustc-link-search=native={dir}");
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+        } else if let Some(lib) = f.strip_prefix("-l") {
+            println!("cargo:rustc-link-lib=dylib={lib}");
+        } else if f.starts_with("-Wl,") || f == "-pthread" {
+            println!("cargo:rustc-link-arg={f}");
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn build_mpi_shim() {}

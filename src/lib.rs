@@ -7,6 +7,7 @@ pub mod chat;
 pub mod cli;
 pub mod cmd;
 pub mod dataset;
+pub mod dist;
 pub mod docs;
 pub mod filter;
 pub mod group;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_train_global_optspecs
-    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= gradient-checkpointing seed= metrics= i/input= on-error= rejects= q/quiet h/help V/version
+    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= i/input= on-error= rejects= q/quiet h/help V/version
 end
 
 function __fish_arl_train_needs_command
@@ -73,6 +73,9 @@ bf16\t'bf16 weights and activations with float32 master weights and optimizer st
 complete -c arl-train -n "__fish_arl_train_needs_command" -l threads -d 'CPU threads for libtorch (0: all cores)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l seed -d 'Seed for shuffling and libtorch\'s generators' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l metrics -d 'Append one JSON line of metrics per optimizer step to FILE' -r -F
+complete -c arl-train -n "__fish_arl_train_needs_command" -l nproc -d 'Data-parallel processes on this machine: `arl-train` starts itself N times under `mpirun` (shared memory and loopback only). Under a launcher of your own (`mpirun -n N arl-train …`, across machines) leave it at 1 or give the same N. Each rank trains on a token-balanced share of every global batch; the update equals one process on the whole batch' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l collective-timeout -d 'Seconds a rank waits in a collective (gradient all-reduce, broadcast, barrier) for the slowest rank before the whole job is aborted with the missing ranks named (0: wait forever); must exceed rank 0\'s checkpoint save time' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l allreduce-bucket-mb -d 'Size of one gradient all-reduce bucket in MiB (float32)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-train -n "__fish_arl_train_needs_command" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"

@@ -235,6 +235,25 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE", help_heading = "Runtime")]
     pub metrics: Option<PathBuf>,
 
+    /// Data-parallel processes on this machine: `arl-train` starts itself N
+    /// times under `mpirun` (shared memory and loopback only). Under a
+    /// launcher of your own (`mpirun -n N arl-train …`, across machines) leave
+    /// it at 1 or give the same N. Each rank trains on a token-balanced share
+    /// of every global batch; the update equals one process on the whole batch
+    #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Distributed")]
+    pub nproc: usize,
+
+    /// Seconds a rank waits in a collective (gradient all-reduce, broadcast,
+    /// barrier) for the slowest rank before the whole job is aborted with the
+    /// missing ranks named (0: wait forever); must exceed rank 0's checkpoint
+    /// save time
+    #[arg(long, default_value_t = 600.0, value_name = "SECS", help_heading = "Distributed")]
+    pub collective_timeout: f64,
+
+    /// Size of one gradient all-reduce bucket in MiB (float32)
+    #[arg(long, default_value_t = 25.0, value_name = "MB", help_heading = "Distributed")]
+    pub allreduce_bucket_mb: f64,
+
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -304,7 +323,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "torch")]
         Some(Command::Logprobs(a)) => crate::train::run::logprobs(&a),
         #[cfg(feature = "torch")]
-        None => crate::train::run::train(&args.train),
+        None => match crate::dist::respawn(args.train.nproc, TOOL)? {
+            Some(code) => Ok(code),
+            None => crate::train::run::train(&args.train),
+        },
         #[cfg(not(feature = "torch"))]
         _ => {
             Err(cli::usage("this arl-train was built without libtorch (feature `torch`); only `make-tokenizer` works"))

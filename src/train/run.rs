@@ -4,8 +4,9 @@ use super::checkpoint;
 use super::loss::{self, PolicyLoss};
 use super::optim::{lr_at, AdamW, AdamWConfig};
 use super::{pack, sample_of, Need, Sample};
-use crate::cli::{self, Input};
+use crate::cli::{self, Input, InputArgs};
 use crate::cmd::train::{InitArgs, LogprobsArgs, LossKind, Precision, TrainArgs};
+use crate::dist::{grads::GradSync, Collective};
 use crate::model::{token_logprobs, weights, Model, ModelConfig, SaveOptions};
 use crate::record::Record;
 use crate::tokenizer::Tokenizer;
@@ -135,6 +136,37 @@ fn score(model: &Model, samples: &[&Sample], budget: usize, temperature: f64) ->
     out
 }
 
+/// [`score`] with the samples split among the ranks of `comm`; every rank
+/// gets every sample's log-probs (each rank fills its own, zeros elsewhere,
+/// then one all-reduce sums them: exact).
+fn score_shared(
+    model: &Model,
+    samples: &[&Sample],
+    budget: usize,
+    temperature: f64,
+    comm: &dyn Collective,
+) -> Vec<Vec<f32>> {
+    if comm.size() == 1 {
+        return score(model, samples, budget, temperature);
+    }
+    let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+    let all: Vec<usize> = (0..samples.len()).collect();
+    let mine = crate::dist::shard(&all, &lens, comm.size()).swap_remove(comm.rank());
+    let group: Vec<&Sample> = mine.iter().map(|&i| samples[i]).collect();
+    let lps = score(model, &group, budget, temperature);
+    let mut offsets = Vec::with_capacity(samples.len() + 1);
+    offsets.push(0);
+    for s in samples {
+        offsets.push(offsets.last().unwrap() + s.response_len());
+    }
+    let mut flat = vec![0f32; *offsets.last().unwrap()];
+    for (&i, lp) in mine.iter().zip(lps) {
+        flat[offsets[i]..offsets[i] + lp.len()].copy_from_slice(&lp);
+    }
+    comm.all_reduce_sum_f32(&mut flat, "all-reduce of the scored log-probs");
+    (0..samples.len()).map(|i| flat[offsets[i]..offsets[i + 1]].to_vec()).collect()
+}
+
 /// Sums of per-token metrics over a step (divided by tokens at the end).
 #[derive(Default)]
 struct StepStats {
@@ -153,6 +185,8 @@ struct StepStats {
     opsm_dropped: f64,
     tokens: f64,
     all_tokens: usize,
+    /// Seconds in the gradient all-reduce (data parallel).
+    allreduce_s: f64,
 }
 
 fn masked_sum(x: &Tensor, mask: &Tensor) -> f64 {
@@ -182,8 +216,12 @@ struct Loaded {
     records: usize,
 }
 
-fn load_samples(args: &TrainArgs, tok: Option<&(Tokenizer, ChatRenderer)>) -> Result<(Loaded, Input)> {
-    let mut inp = Input::open(&args.input)?;
+fn load_samples(
+    args: &TrainArgs,
+    input: &InputArgs,
+    tok: Option<&(Tokenizer, ChatRenderer)>,
+) -> Result<(Loaded, Input)> {
+    let mut inp = Input::open(input)?;
     let need = if args.loss == LossKind::Sft { Need::Sft } else { Need::Rl };
     let mut samples = vec![];
     let mut records = 0;
@@ -231,7 +269,24 @@ struct TrainerState {
     seed: u64,
 }
 
+/// `arl-train`'s training run, as one process or as one rank of a
+/// data-parallel job (under `mpirun`): an error on any rank ends the job.
 pub fn train(args: &TrainArgs) -> Result<ExitCode> {
+    let comm = crate::dist::connect(args.nproc, args.collective_timeout, TOOL)?;
+    if comm.size() == 1 {
+        return train_on(args, &*comm);
+    }
+    match train_on(args, &*comm) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            cli::report(&format!("{TOOL} (rank {})", comm.rank()), &e);
+            comm.abort(i32::from(cli::exit_code_of(&e)))
+        }
+    }
+}
+
+fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
+    let (rank, world) = (comm.rank(), comm.size());
     let model_dir = args.model.clone().ok_or_else(|| cli::usage("`--model DIR` is required for training"))?;
     if args.eps_clip_c.is_some_and(|c| c <= 1.0) {
         return Err(cli::usage("`--eps-clip-c` must be greater than 1"));
@@ -241,8 +296,20 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
             "`--global-batch-size`, `--max-tokens-per-micro-batch` and `--temperature` must be positive",
         ));
     }
-    let device = parse_device(&args.device)?;
-    set_threads(args.threads);
+    let placement = crate::dist::mpirun_placement().filter(|_| world > 1);
+    let device = match placement {
+        // One GPU per rank of this machine.
+        Some(p) if args.device == "cuda" => parse_device(&format!("cuda:{}", p.local_rank))?,
+        _ => parse_device(&args.device)?,
+    };
+    match placement {
+        // The ranks of one machine share its cores.
+        Some(p) if args.threads == 0 => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            set_threads((cores / p.local_size.max(1)).max(1))
+        }
+        _ => set_threads(args.threads),
+    }
     tch::manual_seed(args.seed as i64);
     let kind = match (args.precision, device) {
         (Precision::Bf16, _) | (Precision::Auto, Device::Cuda(_)) => Kind::BFloat16,
@@ -255,7 +322,9 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let (loaded, inp) = load_samples(args, tok.as_ref())?;
+    // Under a launcher only rank 0 has stdin: it shares what it read.
+    let (input, _input_copy) = crate::dist::shared_input(comm, &args.input)?;
+    let (loaded, inp) = load_samples(args, &input, tok.as_ref())?;
     let mut samples = loaded.samples;
     if samples.is_empty() {
         inp.finish(TOOL, 0)?;
@@ -263,6 +332,13 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
     }
     let mut model = Model::load(&model_dir, device, kind)?;
     let rl = args.loss == LossKind::Rl;
+    // Every rank starts from rank 0's weights; gradients are summed in buckets.
+    let sync = (world > 1).then(|| {
+        let bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(1.0) as usize;
+        let s = GradSync::new(model.named_parameters().into_values().collect(), bytes);
+        s.broadcast_params(comm);
+        s
+    });
 
     // Reference log-probs for the KL loss.
     if rl && args.kl_loss_coef != 0.0 && samples.iter().any(|s| s.ref_log_probs.is_none()) {
@@ -274,7 +350,7 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
         };
         let reference = Model::load(ref_dir, device, kind)?;
         let refs: Vec<&Sample> = samples.iter().collect();
-        let lps = score(&reference, &refs, args.max_tokens_per_micro_batch, args.temperature);
+        let lps = score_shared(&reference, &refs, args.max_tokens_per_micro_batch, args.temperature, comm);
         for (s, lp) in samples.iter_mut().zip(lps) {
             s.ref_log_probs = Some(lp);
         }
@@ -282,7 +358,7 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
     // Old-policy log-probs: recomputed before any update, or the rollout's.
     if rl && args.recompute_old_logprobs {
         let all: Vec<&Sample> = samples.iter().collect();
-        let lps = score(&model, &all, args.max_tokens_per_micro_batch, args.temperature);
+        let lps = score_shared(&model, &all, args.max_tokens_per_micro_batch, args.temperature, comm);
         for (s, lp) in samples.iter_mut().zip(lps) {
             s.old_log_probs = Some(lp);
         }
@@ -324,7 +400,7 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
         s => weights::parse_kind(s).map_err(|e| cli::usage(e.to_string()))?,
     };
     let save_opts = SaveOptions { kind: save_kind, max_shard_bytes: parse_size(&args.max_shard_size)? };
-    let mut metrics = match &args.metrics {
+    let mut metrics = match args.metrics.as_ref().filter(|_| rank == 0) {
         Some(p) => Some(
             std::fs::OpenOptions::new()
                 .create(true)
@@ -336,11 +412,19 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
     };
     let eps_high = args.eps_clip_high.unwrap_or(args.eps_clip);
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
-    let pb = cli::progress(args.input.quiet, Some(total_new), "steps");
+    let pb = cli::progress(args.input.quiet || rank != 0, Some(total_new), "steps");
+    if let Some(s) = &sync {
+        s.define_grads();
+    }
     let mut rng = crate::rng::Rng::new(args.seed);
     let mut step = start_step;
     let save = |model: &Model, opt: &AdamW, step: u64| -> Result<()> {
         let Some(dest) = &args.save else { return Ok(()) };
+        if rank != 0 {
+            // Only rank 0 writes; the others wait here for it.
+            comm.barrier("wait for rank 0 to write the checkpoint");
+            return Ok(());
+        }
         let state = TrainerState {
             step,
             lr: args.lr,
@@ -360,6 +444,7 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
         if args.keep_last > 0 {
             checkpoint::prune(dest, args.keep_last)?;
         }
+        comm.barrier("wait for rank 0 to write the checkpoint");
         Ok(())
     };
 
@@ -371,7 +456,10 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
         for chunk in order.chunks(gbs) {
             let t0 = Instant::now();
             let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, decay_steps, args.lr_schedule);
-            let st = train_step(&mut model, &mut opt, args, &samples, chunk, &lens, eps_high, lr)?;
+            // This rank's token-balanced share of the global batch.
+            let mine = crate::dist::shard(chunk, &lens, world).swap_remove(rank);
+            let dp = sync.as_ref().map(|s| (comm, s));
+            let st = train_step(&mut model, &mut opt, args, &samples, &mine, &lens, eps_high, lr, dp)?;
             step += 1;
             let secs = t0.elapsed().as_secs_f64();
             let (grad_norm, s) = st;
@@ -380,8 +468,11 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
                 "step": step, "epoch": epoch, "samples": chunk.len(), "tokens": s.all_tokens,
                 "trained_tokens": s.tokens, "loss": s.loss / tk, "lr": lr, "grad_norm": grad_norm,
                 "entropy": s.entropy / tk, "tokens_per_s": s.all_tokens as f64 / secs, "step_time_s": secs,
-                "peak_rss_bytes": peak_rss_bytes(),
+                "peak_rss_bytes": peak_rss_bytes(), "world_size": world,
             });
+            if world > 1 {
+                m["allreduce_s"] = json!(s.allreduce_s);
+            }
             if rl {
                 let extra = json!({
                     "pg_loss": s.pg_loss / tk, "kl_loss": s.kl_loss / tk, "clipfrac": s.clipped / tk,
@@ -416,7 +507,9 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One optimizer step over the samples `chunk` (the global batch).
+/// One optimizer step over the samples `chunk`: the global batch, or with
+/// `dp` (data parallel) this rank's share of it, whose gradients are summed
+/// over the ranks before the update.
 #[allow(clippy::too_many_arguments)]
 fn train_step(
     model: &mut Model,
@@ -427,16 +520,23 @@ fn train_step(
     lens: &[usize],
     eps_high: f64,
     lr: f64,
+    dp: Option<(&dyn Collective, &GradSync)>,
 ) -> Result<(f64, StepStats)> {
     let rl = args.loss == LossKind::Rl;
-    // Global denominators, so accumulation over micro-batches equals one big batch.
-    let tokens: f64 = chunk.iter().map(|&i| samples[i].loss_mask.iter().map(|&x| x as f64).sum::<f64>()).sum();
-    let seqs = chunk.iter().filter(|&&i| samples[i].loss_mask.iter().any(|&x| x > 0.0)).count() as f64;
+    // Global denominators, so accumulation over micro-batches (and ranks)
+    // equals one big batch: counted over the whole global batch, never
+    // averaged per rank.
+    let mut counts = [
+        chunk.iter().map(|&i| samples[i].loss_mask.iter().map(|&x| x as f64).sum::<f64>()).sum(),
+        chunk.iter().filter(|&&i| samples[i].loss_mask.iter().any(|&x| x > 0.0)).count() as f64,
+    ];
+    let mut longest = [chunk.iter().map(|&i| samples[i].response_len()).max().unwrap_or(1) as f64];
+    if let Some((comm, _)) = dp {
+        crate::dist::grads::reduce_stats(comm, &mut counts, &mut longest);
+    }
+    let [tokens, seqs] = counts;
     let denom = loss::agg_denominator(args.loss_agg, tokens, seqs);
-    let horizon = args
-        .loss_agg_horizon
-        .unwrap_or_else(|| chunk.iter().map(|&i| samples[i].response_len()).max().unwrap_or(1) as f64)
-        .max(1.0);
+    let horizon = args.loss_agg_horizon.unwrap_or(longest[0]).max(1.0);
     let mut s = StepStats { ratio_min: f64::INFINITY, ratio_max: f64::NEG_INFINITY, ..Default::default() };
     opt.zero_grad();
     // Micro-batches of similar lengths waste less on padding; the step's
@@ -523,6 +623,43 @@ fn train_step(
             let logits = model.forward(&batch.ids, Some(&batch.attn));
             compute(&logits)?.backward();
         }
+    }
+    if let Some((comm, sync)) = dp {
+        // Sum over ranks: each rank's loss was already divided by the global
+        // denominator. Afterwards every rank holds the same gradients, so the
+        // clipping norm below is the global one.
+        s.allreduce_s = sync.all_reduce(comm);
+        let mut sums = [
+            s.loss,
+            s.pg_loss,
+            s.kl_loss,
+            s.entropy,
+            s.clipped,
+            s.approx_kl,
+            s.tis,
+            s.mismatch_k3,
+            s.mismatch_tokens,
+            s.opsm_dropped,
+            s.tokens,
+            s.all_tokens as f64,
+        ];
+        let mut maxes = [-s.ratio_min, s.ratio_max, s.mismatch_max];
+        crate::dist::grads::reduce_stats(comm, &mut sums, &mut maxes);
+        [
+            s.loss,
+            s.pg_loss,
+            s.kl_loss,
+            s.entropy,
+            s.clipped,
+            s.approx_kl,
+            s.tis,
+            s.mismatch_k3,
+            s.mismatch_tokens,
+            s.opsm_dropped,
+            s.tokens,
+        ] = sums[..11].try_into().expect("11 sums");
+        s.all_tokens = sums[11] as usize;
+        (s.ratio_min, s.ratio_max, s.mismatch_max) = (-maxes[0], maxes[1], maxes[2]);
     }
     let norm = opt.clip_grad_norm(args.clip_grad);
     if norm.is_finite() {
