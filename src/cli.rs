@@ -152,6 +152,30 @@ pub fn warn(tool: &str, msg: impl std::fmt::Display) {
     eprintln!("{tool}: {y}warning{reset}: {msg}");
 }
 
+/// Makes libtorch's OpenMP runtime (libgomp) wait passively unless the user
+/// set `OMP_WAIT_POLICY`. Its default spin-waiting between parallel regions
+/// slows a process down by 10-50x as soon as another process competes for
+/// the cores (a trainer next to a server, a test suite, a shared box), while
+/// passive waiting costs little when the cores are free. libgomp reads the
+/// variable once, in its own initialiser before `main`, so the libtorch
+/// binaries call this first thing: it re-executes the program with the
+/// variable set (same pid, arguments and descriptors). When exec fails the
+/// program simply goes on with libgomp's default.
+pub fn omp_passive_by_default() {
+    use std::os::unix::process::CommandExt;
+    if std::env::var_os("OMP_WAIT_POLICY").is_some() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else { return };
+    let mut args = std::env::args_os();
+    let mut cmd = std::process::Command::new(exe);
+    if let Some(argv0) = args.next() {
+        cmd.arg0(argv0);
+    }
+    // `exec` returns only on failure.
+    let _ = cmd.args(args).env("OMP_WAIT_POLICY", "PASSIVE").exec();
+}
+
 /// Runs a binary: parses arguments (usage errors exit 2), runs, reports errors.
 pub fn main<A: Parser>(tool: &str, run: fn(A) -> Result<ExitCode>) -> ExitCode {
     let args = match A::try_parse() {
