@@ -194,6 +194,11 @@ fn load_samples(args: &TrainArgs, tok: Option<&(Tokenizer, ChatRenderer)>) -> Re
         } else {
             sample_of(&r, need)
         };
+        // PPO's critic reads `returns` (and `values`) too.
+        let res = res.and_then(|s| match args.critic.train_critic {
+            true => super::critic::check_sample(&s, args.critic.value_clip).map(|()| s),
+            false => Ok(s),
+        });
         match res {
             Ok(s) => samples.push(s),
             Err(why) => inp.reject(&pos, &r, why)?,
@@ -217,6 +222,8 @@ fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, ChatRenderer)>) -> Re
         rollout_log_probs: None,
         ref_log_probs: None,
         old_log_probs: None,
+        values: None,
+        returns: None,
     })
 }
 
@@ -295,6 +302,27 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
     if rl && args.tis_clip.is_some() && samples.iter().any(|s| s.rollout_log_probs.is_none()) {
         return Err(cli::data("`--tis-clip` needs `rollout_log_probs` in every record"));
     }
+
+    // PPO's critic (`--train-critic`): its own AdamW, one step per policy step
+    // on the same global batch, saved before the policy.
+    let mut critic = match args.critic.train_critic {
+        true if !rl => return Err(cli::usage("`--train-critic` needs `--loss rl`")),
+        true => Some(super::critic::CriticTrainer::new(
+            &args.critic,
+            &model_dir,
+            AdamWConfig {
+                beta1: args.adam_beta1,
+                beta2: args.adam_beta2,
+                eps: args.adam_eps,
+                weight_decay: args.weight_decay,
+            },
+            args.clip_grad,
+            args.max_tokens_per_micro_batch,
+            device,
+            kind,
+        )?),
+        false => None,
+    };
 
     let n = samples.len();
     let gbs = args.global_batch_size.unwrap_or(n).min(n);
@@ -395,6 +423,11 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
                     m["tis_weight_mean"] = json!(s.tis / tk);
                 }
             }
+            if let Some(c) = critic.as_mut() {
+                for (k, v) in c.step(&samples, chunk, &lens)?.as_object().expect("object") {
+                    m[k] = v.clone();
+                }
+            }
             if s.mismatch_tokens > 0.0 {
                 m["mismatch_kl"] = json!(s.mismatch_k3 / s.mismatch_tokens);
                 m["mismatch_max_abs"] = json!(s.mismatch_max);
@@ -411,6 +444,9 @@ pub fn train(args: &TrainArgs) -> Result<ExitCode> {
         }
     }
     pb.finish_and_clear();
+    if let Some(c) = &critic {
+        c.save(&save_opts, &model_dir)?;
+    }
     save(&model, &opt, step)?;
     inp.finish(TOOL, 0)?;
     Ok(ExitCode::SUCCESS)
