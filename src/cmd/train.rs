@@ -1,7 +1,8 @@
 //! `arl-train`: trains a Hugging Face decoder (Qwen2/Qwen2.5, Qwen3, Llama 3)
 //! on trajectory records with RL losses or SFT, on libtorch. Also makes the
-//! test tokenizer (`make-tokenizer`), random models (`init`) and reference
-//! log-probs (`logprobs`). See `arl::train` and `arl::model`.
+//! test tokenizer (`make-tokenizer`), random models (`init`), reference
+//! log-probs (`logprobs`) and PPO critic values (`values`); trains the critic
+//! alongside the policy with `--train-critic`. See `arl::train` and `arl::model`.
 use crate::cli::{self, InputArgs, OutputArgs};
 use crate::train::options::{KlType, LossAgg, PolicyLoss, Schedule};
 use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
