@@ -28,6 +28,12 @@ cd "$(dirname "$0")/.."
 [ -n "${EXP:-}" ] && . "$EXP"
 : "${RUN:?set RUN}" "${MODEL:?set MODEL}" "${PROMPTS:?set PROMPTS}" "${STEPS:?set STEPS}"
 . scripts/lib/loop.sh
+if is_gae; then
+  # The producer scores batches ahead of training; with a critic it would
+  # need the critic the trainer has not written yet.
+  echo "loop-async.sh: ESTIMATOR=gae (PPO with a critic) runs in scripts/loop-sync.sh only" >&2
+  exit 2
+fi
 SPOOL=${SPOOL:-$RUN/spool}
 MAX_AHEAD=${MAX_AHEAD:-2}
 MAX_STALENESS=${MAX_STALENESS:-2}
@@ -92,7 +98,7 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
     fi
     "$BIN/arl-filter" -q $FILTER_ARGS --current-version "$((step - 1))" --max-staleness "$MAX_STALENESS" \
         --stats-json "$d/filter.json" -i "$claimed" \
-      | "$BIN/arl-advantage" -q $ADV_ARGS --group-size "$N" -o "$d/batch.jsonl"
+      | "$BIN/arl-advantage" -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
     [ -s "$d/batch.jsonl" ] && break
     # Every sample of this batch is too old: it is spent, not trained.
     log "step $step: $(basename "$claimed") is entirely staler than $MAX_STALENESS versions; dropped"

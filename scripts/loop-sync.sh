@@ -5,6 +5,10 @@
 #                endpoint) | arl-reward → arl-filter | arl-advantage → arl-train
 #                (ckpt/step-K-1 → ckpt/step-K) → arl-sync (weight version K)
 #
+#   With ESTIMATOR=gae (PPO with a learned critic): arl-filter | arl-train
+#   values (critic/step-K-1) | arl-advantage --estimator gae → arl-train
+#   --train-critic (policy → ckpt/step-K, critic → critic/step-K).
+#
 # Everything is a variable, so the same script drives this machine's CPUs
 # (arl-serve started here) or a GPU trainer and an SGLang fleet:
 #
@@ -13,8 +17,8 @@
 #     TRAIN_ARGS="--device cuda --lr 1e-6" ... scripts/loop-sync.sh
 #
 # Variables: RUN, MODEL (the policy at step 0), PROMPTS, STEPS (required);
-# BATCH, N, ROLLOUT_ARGS, REWARD_ARGS, FILTER_ARGS, ADV_ARGS, TRAIN_ARGS, SEED
-# (scripts/lib/loop.sh); ENDPOINT (default: start arl-serve on PORT, 30123);
+# BATCH, N, ROLLOUT_ARGS, REWARD_ARGS, FILTER_ARGS, ESTIMATOR, ADV_ARGS,
+# TRAIN_ARGS, CRITIC, CRITIC_ARGS, VALUES_ARGS, SEED (scripts/lib/loop.sh); ENDPOINT (default: start arl-serve on PORT, 30123);
 # SYNC_ARGS (default: --endpoint $ENDPOINT); EVAL_PROMPTS with EVAL_EVERY and
 # EVAL_K for held-out evaluation; EXP: an experiment file to source first.
 #
@@ -28,6 +32,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/loop.sh
 mkdir -p "$RUN"/{logs,ckpt,steps,eval}
 [ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$MODEL")" "$RUN/ckpt/step-0"
+init_critic
 last=0
 while [ -d "$RUN/ckpt/step-$((last + 1))" ]; do last=$((last + 1)); done
 trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT

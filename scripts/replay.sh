@@ -23,6 +23,8 @@ trap 'rm -rf "$tmp"' EXIT
 read -r -a argv <"$cmdf"
 for i in "${!argv[@]}"; do
   [ "${argv[$i]}" = --save ] && argv[$((i + 1))]=$tmp/step-$step
+  # PPO: the critic it trains goes there too, never over the run's.
+  [ "${argv[$i]}" = --critic-save ] && argv[$((i + 1))]=$tmp/critic-$step
 done
 echo "replay: ${argv[*]}" >&2
 "${argv[@]}"

@@ -64,12 +64,16 @@ if [ ! -d "$RUN/eval/step-0" ]; then
   eval_policy 0 "$URL" "$RUN/ckpt/step-0"
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
 fi
-log "GRPO: $STEPS steps of $BATCH prompts × $N samples"
+env | grep -E '^(ESTIMATOR|CRITIC|CRITIC_ARGS|VALUES_ARGS)=' >>"$RUN/overrides.env" || true
+ALGO=GRPO
+[ "${ESTIMATOR:-}" = gae ] && ALGO="PPO (GAE, learned critic)"
+log "$ALGO: $STEPS steps of $BATCH prompts × $N samples"
 RUN=$RUN MODEL=$RUN/ckpt/step-0 PROMPTS=$PROMPTS EVAL_PROMPTS=$EVAL_PROMPTS STEPS=$STEPS PORT=$PORT \
   BATCH=$BATCH N=$N SEED=$SEED TEMPERATURE=$TEMPERATURE KEEP_OPTIMIZER=$KEEP_OPTIMIZER EVAL_EVERY=$EVAL_EVERY EVAL_K=$EVAL_K STATS_BY=$STATS_BY \
   ROLLOUT_ARGS=$ROLLOUT_ARGS REWARD_ARGS=$REWARD_ARGS FILTER_ARGS=$FILTER_ARGS ADV_ARGS=$ADV_ARGS TRAIN_ARGS=$TRAIN_ARGS \
+  ESTIMATOR=${ESTIMATOR:-} CRITIC_ARGS=${CRITIC_ARGS:---critic-lr 1e-5} VALUES_ARGS=${VALUES_ARGS:-} \
   scripts/loop-sync.sh
 
 # 5. plot and summary ------------------------------------------------------------
-python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "arl $NAME: SFT on noisy demonstrations, then GRPO with a calculator tool"
+python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "arl $NAME: SFT on noisy demonstrations, then ${ALGO%% *} with a calculator tool"
 scripts/summary.sh "$RUN" "$(elapsed "$T_START")" | tee "$RUN/summary.txt"

@@ -14,7 +14,9 @@ jq -r 'select(.phase=="eval") | "  step \(.step|tostring|.[0:3])  greedy accurac
 jq -rs '
   ([.[] | select(.phase=="eval")]) as $e
   | if ($e|length) >= 2 then
-      "result       greedy held-out accuracy \($e[0].greedy_accuracy*1000|round/1000) after SFT → \($e[-1].greedy_accuracy*1000|round/1000) after \($e[-1].step) GRPO steps"
+      "result       greedy held-out accuracy \($e[0].greedy_accuracy*1000|round/1000) after SFT → \($e[-1].greedy_accuracy*1000|round/1000) after \($e[-1].step) RL steps"
     else empty end' "$m"
+jq -rs '[.[] | select(.phase=="rl" and .value_explained_var != null)] as $r
+  | if ($r|length) > 0 then "critic       explained variance of the values per step: \([$r[] | .value_explained_var*100|round/100] | map(tostring) | join(" "))" else empty end' "$m"
 [ -n "$secs" ] && printf 'time         %.0f s in all\n' "$secs"
 echo "files        $run/metrics.jsonl  $run/reward.svg  $run/ckpt/  $run/steps/"

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_train_global_optspecs
-    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= i/input= on-error= rejects= q/quiet h/help V/version
+    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
 end
 
 function __fish_arl_train_needs_command
@@ -76,6 +76,10 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -l metrics -d 'Append 
 complete -c arl-train -n "__fish_arl_train_needs_command" -l nproc -d 'Data-parallel processes on this machine: `arl-train` starts itself N times under `mpirun` (shared memory and loopback only). Under a launcher of your own (`mpirun -n N arl-train …`, across machines) leave it at 1 or give the same N. Each rank trains on a token-balanced share of every global batch; the update equals one process on the whole batch' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l collective-timeout -d 'Seconds a rank waits in a collective (gradient all-reduce, broadcast, barrier) for the slowest rank before the whole job is aborted with the missing ranks named (0: wait forever); must exceed rank 0\'s checkpoint save time' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l allreduce-bucket-mb -d 'Size of one gradient all-reduce bucket in MiB (float32)' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l critic -d 'The critic to train: a critic checkpoint, or a policy checkpoint (its weights with a zero value head); default: `--model`' -r -F
+complete -c arl-train -n "__fish_arl_train_needs_command" -l critic-save -d 'Where to write the trained critic (replaced atomically)' -r -F
+complete -c arl-train -n "__fish_arl_train_needs_command" -l critic-lr -d 'The critic\'s learning rate (constant; its other AdamW settings and the gradient clipping are the policy\'s)' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l value-clip -d 'Clip range of the value: V is clipped to V_old ± EPS in the loss (off by default)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-train -n "__fish_arl_train_needs_command" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"
@@ -84,12 +88,14 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -l resume -d 'Continue
 complete -c arl-train -n "__fish_arl_train_needs_command" -l recompute-old-logprobs -d 'Recompute the old-policy log-probs with `--model` before the first update (otherwise they are the records\' `rollout_log_probs`)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l shuffle -d 'Shuffle the records each epoch (seeded by `--seed`)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l gradient-checkpointing -d 'Activation checkpointing: keep only each block\'s input during the forward and recompute the block in the backward (less memory, ~1 more forward)'
+complete -c arl-train -n "__fish_arl_train_needs_command" -l train-critic -d 'Also train the critic, one optimizer step per policy step on the same records: ½·max((V−R)², (clip(V, V_old±EPS)−R)²) on trainable tokens (`loss_mask` 1), token mean, against `returns`, with V_old the records\' `values`. Adds `value_loss`, `value_clipfrac` and `value_explained_var` (1 − Var(R−V_old)/Var(R)) to the metrics. The critic is saved to `--critic-save` (with its AdamW state) before the policy is saved'
 complete -c arl-train -n "__fish_arl_train_needs_command" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-train -n "__fish_arl_train_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-train -n "__fish_arl_train_needs_command" -s V -l version -d 'Print version'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
+complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l config -d 'Model config (HF `config.json` keys: model_type, vocab_size, hidden_size, …)' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l tokenizer -d 'Directory whose tokenizer files are copied into the model' -r -F
@@ -115,7 +121,21 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l format 
 parquet\t''"
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l critic -d 'The critic: a critic checkpoint (`arl-train --train-critic --critic-save`), or a policy checkpoint (its weights with a zero value head, so every value is 0)' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l max-tokens-per-micro-batch -d 'Token budget of one forward batch' -r
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l device -d '`cpu`, `cuda` or `cuda:N`' -r
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l threads -d 'CPU threads for libtorch (0: all cores)' -r
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
+skip\t'Keep going; put every bad record in the `--rejects` file'"
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l rejects -d 'File that receives every bad record (the original line verbatim for JSONL, the row as JSON for Parquet) when `--on-error skip`' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
+parquet\t''"
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s q -l quiet -d 'No progress bar and no summary on stderr'
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

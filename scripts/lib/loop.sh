@@ -13,7 +13,16 @@
 #   TEMPERATURE   sampling temperature of training rollouts (1.0)
 #   REWARD_ARGS   arl-reward flags                   (--rm auto)
 #   FILTER_ARGS   arl-filter flags                   (--drop-status aborted,failed)
-#   ADV_ARGS      arl-advantage flags                (--estimator grpo)
+#   ESTIMATOR     when set, arl-advantage gets `--estimator $ESTIMATOR`
+#                 before ADV_ARGS (which then names no estimator). `gae` is
+#                 PPO with a learned critic: each step scores the batch with
+#                 `arl-train values --critic $RUN/critic/step-(K-1)` before
+#                 the advantages, and arl-train also trains the critic
+#                 (`--train-critic`) into $RUN/critic/step-K
+#   ADV_ARGS      arl-advantage flags                (--estimator grpo; none with ESTIMATOR)
+#   CRITIC        the critic at step 0 (gae)         (MODEL: the policy, zero value head)
+#   CRITIC_ARGS   arl-train critic flags (gae)       (--critic-lr 1e-5)
+#   VALUES_ARGS   extra `arl-train values` flags (gae; e.g. --threads 1)
 #   TRAIN_ARGS    arl-train flags for an RL step     (--lr 1e-6)
 #   SEED       base seed                             (1)
 #   KEEP_OPTIMIZER  1: the first RL step also continues the starting
@@ -26,7 +35,16 @@
 : "${TEMPERATURE:=1.0}"
 : "${REWARD_ARGS:=--rm auto}"
 : "${FILTER_ARGS:=--drop-status aborted,failed}"
-: "${ADV_ARGS:=--estimator grpo}"
+: "${ESTIMATOR:=}"
+if [ -n "$ESTIMATOR" ]; then
+  : "${ADV_ARGS:=}"
+  ADV_ESTIMATOR="--estimator $ESTIMATOR"
+else
+  : "${ADV_ARGS:=--estimator grpo}"
+  ADV_ESTIMATOR=
+fi
+: "${CRITIC_ARGS:=--critic-lr 1e-5}"
+: "${VALUES_ARGS:=}"
 : "${TRAIN_ARGS:=--lr 1e-6}"
 : "${SEED:=1}"
 : "${KEEP_OPTIMIZER:=0}"
@@ -61,11 +79,44 @@ accuracy() {
 # step (or from the first with KEEP_OPTIMIZER=1); the exact command goes to
 # STEP_DIR/train.cmd for scripts/replay.sh.
 train_step() {
-  local step=$1 policy=$2 out=$3 d=$4 resume=""
+  local step=$1 policy=$2 out=$3 d=$4 resume="" critic=""
   [ -d "$policy/trainer_state" ] && { [ "$step" -gt 1 ] || [ "$KEEP_OPTIMIZER" = 1 ]; } && resume=--resume
-  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl $TRAIN_ARGS --seed $((SEED + step))" >"$d/train.cmd"
-  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" $TRAIN_ARGS \
+  # PPO: the critic of step K-1 is trained on the same batch into critic/step-K
+  # (written before the policy, so a step with its checkpoint has its critic).
+  is_gae && critic="--train-critic --critic $RUN/critic/step-$((step - 1)) --critic-save $RUN/critic/step-$step $CRITIC_ARGS"
+  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl $TRAIN_ARGS $critic --seed $((SEED + step))" >"$d/train.cmd"
+  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" $TRAIN_ARGS $critic \
       --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
+}
+
+# group_size: `--group-size $N` for the group estimators (every one but the
+# per-record gae and reinforce++, which arl-advantage refuses it for).
+group_size() {
+  case "$ESTIMATOR" in
+    gae | reinforce++) ;;
+    *) echo "--group-size $N" ;;
+  esac
+}
+
+# is_gae: whether the loop runs PPO with a learned critic.
+is_gae() { [ "$ESTIMATOR" = gae ]; }
+
+# init_critic: links $RUN/critic/step-0 to $CRITIC (default: $MODEL, the
+# policy at step 0, which arl-train reads as a critic with a zero value head).
+init_critic() {
+  is_gae || return 0
+  mkdir -p "$RUN/critic"
+  [ -e "$RUN/critic/step-0" ] || ln -s "$(realpath "${CRITIC:-$MODEL}")" "$RUN/critic/step-0"
+}
+
+# values_of STEP: the batch on stdin with `values` from critic/step-(STEP-1)
+# under gae; unchanged otherwise.
+values_of() {
+  if is_gae; then
+    "$BIN/arl-train" values -q --critic "$RUN/critic/step-$(($1 - 1))" $VALUES_ARGS
+  else
+    cat
+  fi
 }
 
 # sync_to STEP: pushes ckpt/step-STEP to $ENDPOINT (or $SYNC_ARGS) as weight version STEP.
@@ -123,9 +174,10 @@ eval_policy() {
     | jq -r '"eval  step \(.step): greedy accuracy \(.greedy_accuracy*1000|round/1000)  mean@\(.k) \(.mean_at_k*1000|round/1000)  pass@\(.k) \(.pass_at_k*1000|round/1000)"' >&2
 }
 
-# rl_step STEP ENDPOINT POLICY_DIR OUT_DIR: one synchronous GRPO step: rollout of
-# batch STEP-1 of $PROMPTS against the endpoint, reward, filter, advantages,
-# one arl-train run from POLICY_DIR into OUT_DIR. Every intermediate file is
+# rl_step STEP ENDPOINT POLICY_DIR OUT_DIR: one synchronous RL step (GRPO, or
+# PPO under ESTIMATOR=gae): rollout of batch STEP-1 of $PROMPTS against the
+# endpoint, reward, filter, (values,) advantages, one arl-train run from
+# POLICY_DIR into OUT_DIR. Every intermediate file is
 # kept under $RUN/steps/step-N/ (inputs for replay: batch.jsonl, the policy,
 # the seed). Appends a {"phase":"rl"} line.
 rl_step() {
@@ -137,7 +189,8 @@ rl_step() {
     | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/scored.jsonl"
   t1=$(now)
   "$BIN/arl-filter" -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
-    | "$BIN/arl-advantage" -q $ADV_ARGS --group-size "$N" -o "$d/batch.jsonl"
+    | values_of "$step" \
+    | "$BIN/arl-advantage" -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
   train_step "$step" "$policy" "$out" "$d"
   t2=$(now)
   "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/scored.jsonl" >"$d/stats.json"
@@ -148,10 +201,11 @@ rl_step() {
      --argjson rs "$(echo "$t1 - $t0" | bc)" --argjson ts "$(echo "$t2 - $t1" | bc)" \
      '{phase: "rl", step: $step, samples: $st[0].records, reward_mean: $st[0].reward.mean, accuracy: $acc,
        tool_call_rate: ($st[0].tool_calls.mean // 0), response_len: $st[0].response_len.mean,
-       loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, clip_frac: $tm[0].clip_frac, entropy: $tm[0].entropy,
+       loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, clip_frac: $tm[0].clipfrac, entropy: $tm[0].entropy,
+       value_loss: $tm[0].value_loss, value_explained_var: $tm[0].value_explained_var, value_clipfrac: $tm[0].value_clipfrac,
        by: ($st[0] | with_entries(select(.key | startswith("by_metadata"))) | map_values(map_values({reward: .reward.mean, tool_calls: .tool_calls_mean}))),
        rollout_s: $rs, train_s: $ts, samples_per_s: ($st[0].records / ($rs + $ts))}' \
     >>"$RUN/metrics.jsonl"
   tail -n 1 "$RUN/metrics.jsonl" \
-    | jq -r '"step \(.step): reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls \(.tool_call_rate*100|round/100)  loss \(.loss*10000|round/10000)  rollout \(.rollout_s|round)s train \(.train_s|round)s"' >&2
+    | jq -r '"step \(.step): reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls \(.tool_call_rate*100|round/100)  loss \(.loss*10000|round/10000)\(if .value_loss == null then "" else "  value loss \(.value_loss*10000|round/10000) expl. var \(.value_explained_var // "n/a" | if type == "number" then .*1000|round/1000 else . end)" end)  rollout \(.rollout_s|round)s train \(.train_s|round)s"' >&2
 }

@@ -1,7 +1,8 @@
 //! `arl-train`: trains a Hugging Face decoder (Qwen2/Qwen2.5, Qwen3, Llama 3)
 //! on trajectory records with RL losses or SFT, on libtorch. Also makes the
-//! test tokenizer (`make-tokenizer`), random models (`init`) and reference
-//! log-probs (`logprobs`). See `arl::train` and `arl::model`.
+//! test tokenizer (`make-tokenizer`), random models (`init`), reference
+//! log-probs (`logprobs`) and PPO critic values (`values`); trains the critic
+//! alongside the policy with `--train-critic`. See `arl::train` and `arl::model`.
 use crate::cli::{self, InputArgs, OutputArgs};
 use crate::train::options::{KlType, LossAgg, PolicyLoss, Schedule};
 use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
@@ -37,6 +38,8 @@ pub enum Command {
     MakeTokenizer(MakeTokenizerArgs),
     /// Write `ref_log_probs` (each response token's log-prob under `--model`) into records
     Logprobs(LogprobsArgs),
+    /// Write `values` (PPO's critic: each response token's value under `--critic`) into records
+    Values(ValuesArgs),
 }
 
 /// `--loss`.
@@ -255,7 +258,41 @@ pub struct TrainArgs {
     pub allreduce_bucket_mb: f64,
 
     #[command(flatten)]
+    pub critic: CriticArgs,
+
+    #[command(flatten)]
     pub input: InputArgs,
+}
+
+/// PPO's learned critic (`--train-critic`): see `arl::train::critic`.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct CriticArgs {
+    /// Also train the critic, one optimizer step per policy step on the same
+    /// records: ½·max((V−R)², (clip(V, V_old±EPS)−R)²) on trainable tokens
+    /// (`loss_mask` 1), token mean, against `returns`, with V_old the records'
+    /// `values`. Adds `value_loss`, `value_clipfrac` and `value_explained_var`
+    /// (1 − Var(R−V_old)/Var(R)) to the metrics. The critic is saved to
+    /// `--critic-save` (with its AdamW state) before the policy is saved
+    #[arg(long, requires = "critic_save", help_heading = "Critic (PPO)")]
+    pub train_critic: bool,
+
+    /// The critic to train: a critic checkpoint, or a policy checkpoint
+    /// (its weights with a zero value head); default: `--model`
+    #[arg(long, value_name = "DIR", help_heading = "Critic (PPO)")]
+    pub critic: Option<PathBuf>,
+
+    /// Where to write the trained critic (replaced atomically)
+    #[arg(long, value_name = "DIR", help_heading = "Critic (PPO)")]
+    pub critic_save: Option<PathBuf>,
+
+    /// The critic's learning rate (constant; its other AdamW settings and the
+    /// gradient clipping are the policy's)
+    #[arg(long, default_value_t = 1e-5, value_name = "LR", help_heading = "Critic (PPO)")]
+    pub critic_lr: f64,
+
+    /// Clip range of the value: V is clipped to V_old ± EPS in the loss (off by default)
+    #[arg(long, value_name = "EPS", help_heading = "Critic (PPO)")]
+    pub value_clip: Option<f64>,
 }
 
 #[derive(Debug, Clone, ClapArgs)]
@@ -312,6 +349,28 @@ pub struct LogprobsArgs {
     pub output: OutputArgs,
 }
 
+#[derive(Debug, Clone, ClapArgs)]
+pub struct ValuesArgs {
+    /// The critic: a critic checkpoint (`arl-train --train-critic
+    /// --critic-save`), or a policy checkpoint (its weights with a zero value
+    /// head, so every value is 0)
+    #[arg(long, value_name = "DIR")]
+    pub critic: PathBuf,
+    /// Token budget of one forward batch
+    #[arg(long, default_value_t = 8192, value_name = "TOKENS")]
+    pub max_tokens_per_micro_batch: usize,
+    /// `cpu`, `cuda` or `cuda:N`
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// CPU threads for libtorch (0: all cores)
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub threads: usize,
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Some(Command::MakeTokenizer(a)) => {
@@ -322,6 +381,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(Command::Init(a)) => crate::train::run::init(&a),
         #[cfg(feature = "torch")]
         Some(Command::Logprobs(a)) => crate::train::run::logprobs(&a),
+        #[cfg(feature = "torch")]
+        Some(Command::Values(a)) => crate::train::critic::values(&a),
         #[cfg(feature = "torch")]
         None => match crate::dist::respawn(args.train.nproc, TOOL)? {
             Some(code) => Ok(code),

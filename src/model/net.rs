@@ -410,6 +410,13 @@ impl Model {
         x.linear::<Tensor>(w, None).to_kind(Kind::Float)
     }
 
+    /// The last hidden states after the final norm, [B,T,H] in the model's
+    /// kind: what the LM head (or a critic's value head) reads. Same inputs
+    /// as [`Model::forward`].
+    pub fn features(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Tensor {
+        self.norm.forward(&self.trunk(ids, attention_mask))
+    }
+
     fn embed(&self, ids: &Tensor) -> Tensor {
         Tensor::embedding(&self.embed_tokens, ids, -1, false, false)
     }
@@ -417,6 +424,11 @@ impl Model {
     /// Training / scoring forward: `ids` [B,T] int64, `attention_mask` [B,T]
     /// (1 real, 0 pad; right padding) → logits [B,T,V] in float32.
     pub fn forward(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Tensor {
+        self.head(&self.trunk(ids, attention_mask))
+    }
+
+    /// Embedding and every block, before the final norm.
+    fn trunk(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Tensor {
         let ids = ids.to_device(self.device);
         let (b, t) = ids.size2().expect("ids [B,T]");
         let mut x = self.embed(&ids);
@@ -426,7 +438,7 @@ impl Model {
         for layer in &self.layers {
             x = layer.forward(&x, &cos, &sin, mask.as_ref(), |k, v| (k, v));
         }
-        self.head(&x)
+        x
     }
 
     /// The attention mask of a training forward: none. Padding is on the

@@ -6,12 +6,15 @@ pub mod chat_render;
 #[cfg(feature = "torch")]
 pub mod checkpoint;
 #[cfg(feature = "torch")]
+pub mod critic;
+#[cfg(feature = "torch")]
 pub mod loss;
 #[cfg(feature = "torch")]
 pub mod optim;
 pub mod options;
 #[cfg(feature = "torch")]
 pub mod run;
+pub mod value_loss;
 
 use crate::record::Record;
 
@@ -26,6 +29,9 @@ pub struct Sample {
     pub ref_log_probs: Option<Vec<f32>>,
     /// Old-policy log-probs when recomputed by the trainer.
     pub old_log_probs: Option<Vec<f32>>,
+    /// The critic's values at rollout time and the GAE returns (`--train-critic`).
+    pub values: Option<Vec<f32>>,
+    pub returns: Option<Vec<f32>>,
 }
 
 impl Sample {
@@ -85,6 +91,8 @@ pub fn sample_of(r: &Record, need: Need) -> Result<Sample, String> {
         rollout_log_probs: list("rollout_log_probs", &r.rollout_log_probs)?,
         ref_log_probs: list("ref_log_probs", &r.ref_log_probs)?,
         old_log_probs: None,
+        values: list("values", &r.values)?,
+        returns: list("returns", &r.returns)?,
     })
 }
 

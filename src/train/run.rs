@@ -232,6 +232,11 @@ fn load_samples(
         } else {
             sample_of(&r, need)
         };
+        // PPO's critic reads `returns` (and `values`) too.
+        let res = res.and_then(|s| match args.critic.train_critic {
+            true => super::critic::check_sample(&s, args.critic.value_clip).map(|()| s),
+            false => Ok(s),
+        });
         match res {
             Ok(s) => samples.push(s),
             Err(why) => inp.reject(&pos, &r, why)?,
@@ -255,6 +260,8 @@ fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, ChatRenderer)>) -> Re
         rollout_log_probs: None,
         ref_log_probs: None,
         old_log_probs: None,
+        values: None,
+        returns: None,
     })
 }
 
@@ -372,6 +379,31 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
         return Err(cli::data("`--tis-clip` needs `rollout_log_probs` in every record"));
     }
 
+    // PPO's critic (`--train-critic`): its own AdamW, one step per policy step
+    // on the same global batch, saved before the policy.
+    let mut critic = match args.critic.train_critic {
+        true if !rl => return Err(cli::usage("`--train-critic` needs `--loss rl`")),
+        // Each rank would fit its own shard and only rank 0's critic be saved.
+        true if world > 1 => {
+            return Err(cli::usage("`--train-critic` runs in one process only (the critic is not data-parallel yet); drop `--nproc`"))
+        }
+        true => Some(super::critic::CriticTrainer::new(
+            &args.critic,
+            &model_dir,
+            AdamWConfig {
+                beta1: args.adam_beta1,
+                beta2: args.adam_beta2,
+                eps: args.adam_eps,
+                weight_decay: args.weight_decay,
+            },
+            args.clip_grad,
+            args.max_tokens_per_micro_batch,
+            device,
+            kind,
+        )?),
+        false => None,
+    };
+
     let n = samples.len();
     let gbs = args.global_batch_size.unwrap_or(n).min(n);
     let steps_per_epoch = n.div_ceil(gbs) as u64;
@@ -486,6 +518,11 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
                     m["tis_weight_mean"] = json!(s.tis / tk);
                 }
             }
+            if let Some(c) = critic.as_mut() {
+                for (k, v) in c.step(&samples, chunk, &lens)?.as_object().expect("object") {
+                    m[k] = v.clone();
+                }
+            }
             if s.mismatch_tokens > 0.0 {
                 m["mismatch_kl"] = json!(s.mismatch_k3 / s.mismatch_tokens);
                 m["mismatch_max_abs"] = json!(s.mismatch_max);
@@ -502,6 +539,9 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
         }
     }
     pb.finish_and_clear();
+    if let Some(c) = &critic {
+        c.save(&save_opts, &model_dir)?;
+    }
     save(&model, &opt, step)?;
     inp.finish(TOOL, 0)?;
     Ok(ExitCode::SUCCESS)
