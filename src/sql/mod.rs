@@ -250,17 +250,21 @@ fn authorize(writable: bool, ctx: AuthContext<'_>) -> Authorization {
 }
 
 fn sqlite_err(e: rusqlite::Error, timeout: Duration) -> QueryError {
-    match &e {
-        rusqlite::Error::SqliteFailure(f, msg) => match f.code {
-            rusqlite::ErrorCode::OperationInterrupted => QueryError::Timeout(timeout),
-            rusqlite::ErrorCode::AuthorizationForStatementDenied => {
-                QueryError::Denied(format!("{} (the database is read-only; ATTACH, PRAGMA and extensions are refused)", msg.as_deref().unwrap_or("not authorized")))
-            }
-            rusqlite::ErrorCode::TooBig => QueryError::Denied("a value exceeds the 1 MB limit".into()),
-            _ => QueryError::Sql(msg.clone().unwrap_or_else(|| e.to_string())),
-        },
-        rusqlite::Error::MultipleStatement => QueryError::Denied("one statement per call".into()),
-        _ => QueryError::Sql(e.to_string()),
+    let (code, msg) = match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => (f.code, msg.clone().unwrap_or_else(|| e.to_string())),
+        rusqlite::Error::SqlInputError { error, msg, .. } => (error.code, msg.clone()),
+        rusqlite::Error::MultipleStatement => return QueryError::Denied("one statement per call".into()),
+        _ => return QueryError::Sql(e.to_string()),
+    };
+    match code {
+        rusqlite::ErrorCode::OperationInterrupted => QueryError::Timeout(timeout),
+        rusqlite::ErrorCode::AuthorizationForStatementDenied => {
+            QueryError::Denied(format!("{msg} (the database is read-only; ATTACH, PRAGMA and extensions are refused)"))
+        }
+        rusqlite::ErrorCode::TooBig => QueryError::Denied("a value exceeds the 1 MB limit".into()),
+        // A function the authorizer refused (load_extension) comes back as a plain error.
+        _ if msg.starts_with("not authorized") => QueryError::Denied(msg),
+        _ => QueryError::Sql(msg),
     }
 }
 
