@@ -184,6 +184,9 @@ fn postgres_same_task_set_and_hostile_queries() {
     let url = pg.admin_url.clone();
     check_solutions_and_wrong(&["--sql-url", &url]);
     check_hostile(&["--sql-url", &url], true);
+    // The `sql` tool in rollout on PostgreSQL: the same rows as the SQLite demonstrations.
+    let d = common::tmpdir();
+    serve_scripted_sql(d.path(), &["--sql-url", &url]);
     // Every episode schema and role was dropped afterwards; other schemas untouched.
     let mut c = pg.client();
     let left: i64 = c.query_one("SELECT COUNT(*) FROM pg_namespace WHERE nspname LIKE 'arl_ep_%'", &[]).unwrap().get(0);
@@ -231,8 +234,7 @@ fn postgres_episode_cannot_see_another_episodes_schema() {
 fn sql_tool_in_rollout_answers_from_the_episode_database() {
     // A scripted arl-serve: the first turn calls `sql`, the next answers.
     let d = common::tmpdir();
-    let p = d.path();
-    serve_scripted_sql(p);
+    serve_scripted_sql(d.path(), &[]);
 }
 
 mod serve_util;
@@ -240,7 +242,7 @@ mod serve_util;
 /// tasks → arl-rollout (`--tools sql`, scripted arl-serve calling the tool
 /// with each task's gold query) → arl-reward: every episode scores 1, the
 /// tool turns are masked, and the tool output is the episode database's rows.
-fn serve_scripted_sql(p: &std::path::Path) {
+fn serve_scripted_sql(p: &std::path::Path, sql_url: &[&str]) {
     serve_util::scripted_model_dir(&p.join("model"));
     let recs = tasks("4", "3", "11");
     std::fs::write(p.join("tasks.jsonl"), to_jsonl(&recs)).unwrap();
@@ -254,13 +256,9 @@ fn serve_scripted_sql(p: &std::path::Path) {
     scripts.push(json!({"when": "</tool_response>", "completion": "The query above answers the question."}).to_string());
     std::fs::write(p.join("script.jsonl"), scripts.join("\n")).unwrap();
     let server = serve_util::Server::start(&["--model-path", p.join("model").to_str().unwrap(), "--scripted", p.join("script.jsonl").to_str().unwrap()]);
-    let out = run_in(
-        p,
-        "arl-rollout",
-        &["-q", "-i", "tasks.jsonl", "--endpoint", &server.url, "--tokenizer", "model", "--tools", "sql", "--max-turns", "3", "-n", "2", "-o", "roll.jsonl"],
-        b"",
-    )
-    .ok();
+    let mut args = vec!["-q", "-i", "tasks.jsonl", "--endpoint", &server.url, "--tokenizer", "model", "--tools", "sql", "--max-turns", "3", "-n", "2", "-o", "roll.jsonl"];
+    args.extend_from_slice(sql_url);
+    let out = run_in(p, "arl-rollout", &args, b"").ok();
     drop(out);
     let rolled = jsonl(&std::fs::read(p.join("roll.jsonl")).unwrap());
     assert_eq!(rolled.len(), 8);
@@ -268,12 +266,14 @@ fn serve_scripted_sql(p: &std::path::Path) {
         assert_eq!(r["tool_calls"], 1, "{r}");
         assert_eq!(r["metadata"]["tool_errors"], 0, "{}", r["response"]);
         let resp = r["response"].as_str().unwrap();
-        // The tool answered with the rows the demonstration shows (same database, same query).
-        let rows = r["messages"][2]["content"].as_str().unwrap();
+        // The tool answered with the rows the demonstration shows (same database, same query);
+        // on PostgreSQL the column names and number formats differ, the row count does not.
+        let demo = r["messages"][2]["content"].as_str().unwrap();
+        let rows = if sql_url.is_empty() { demo } else { demo.lines().last().unwrap() };
         assert!(resp.contains(rows), "tool output {resp:?} lacks {rows:?}");
         check_masks(r, rows);
     }
-    let scored = score(&rolled, &[]);
+    let scored = score(&rolled, sql_url);
     for r in &scored {
         assert_eq!(r["reward"], 1.0, "{}", r["reward_detail"]);
     }
