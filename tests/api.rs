@@ -70,6 +70,9 @@ fn api_reference_solutions_score_one_wrong_ones_zero() {
         assert_eq!(r["reward"], 1.0, "{d}");
         assert_eq!(d["mode"], "replayed");
         assert_eq!(d["call_errors"], 0, "{d}");
+        // The replay episode is gone once scored.
+        let code = http().get(format!("{}/episodes/{}", env.url, d["episode_id"].as_str().unwrap())).send().unwrap().status().as_u16();
+        assert_eq!(code, 404);
     }
     // Wrong: the last call left out (nothing ordered, cancelled or restocked),
     // or an order of one unit more than asked.

@@ -4,7 +4,8 @@
 //! from the service for the trajectory's `metadata.episode_id` (recorded by
 //! `arl-rollout --openapi`). A record without one (a demonstration, an
 //! offline response) is replayed: a fresh episode starts from
-//! `metadata.api_setup` and the response's tool calls run in order. 1 when
+//! `metadata.api_setup`, the response's tool calls run in order, and the
+//! replay episode is deleted once read. 1 when
 //! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
 use super::{Score, ScoreError};
 use crate::record::Record;
@@ -53,7 +54,11 @@ pub fn score(o: &ApiOpts, r: &Record) -> Result<Score, ScoreError> {
         detail["calls"] = json!(n);
         detail["call_errors"] = json!(e);
     }
-    let state = match c.state(&episode).map_err(ScoreError)? {
+    let state = c.state(&episode);
+    if mode == "replayed" {
+        c.delete(&episode);
+    }
+    let state = match state.map_err(ScoreError)? {
         Some(s) => s,
         None => return Err(ScoreError(format!("field `metadata.episode_id`: the service does not know episode `{episode}` (restarted, or another service?)"))),
     };

@@ -390,6 +390,14 @@ impl BlockingApi {
         }
     }
 
+    /// Forgets an episode (best effort).
+    pub fn delete(&self, episode: &str) {
+        if let Ok(ep) = self.episodes() {
+            let url = self.api.url(&ep.state.replace("{episode_id}", &encode(episode)));
+            let _ = self.http.delete(url).send();
+        }
+    }
+
     /// The episode's state; `Ok(None)` when the service does not know it.
     pub fn state(&self, episode: &str) -> Result<Option<Value>, String> {
         let ep = self.episodes()?;
