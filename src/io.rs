@@ -591,7 +591,10 @@ impl RecordWriter {
 /// A file that appears whole or not at all: written under a temporary name in
 /// the same directory, then fsynced and renamed over the target on commit.
 /// Dropped without commit (an error, a panic), it removes the temporary.
+/// A target that exists and is not a regular file (`/dev/null`, a FIFO) is
+/// written in place: renaming over it would replace the device with a file.
 pub struct AtomicFile {
+    /// Empty when writing in place.
     tmp: PathBuf,
     dest: PathBuf,
     file: BufWriter<File>,
@@ -600,6 +603,12 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     pub fn create(dest: &Path) -> Result<AtomicFile> {
+        if let Ok(m) = std::fs::metadata(dest) {
+            if !m.is_file() && !m.is_dir() {
+                let f = std::fs::OpenOptions::new().write(true).open(dest).with_context(|| format!("cannot open `{}`", dest.display()))?;
+                return Ok(AtomicFile { tmp: PathBuf::new(), dest: dest.to_path_buf(), file: BufWriter::with_capacity(1 << 16, f), committed: false });
+            }
+        }
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -619,6 +628,10 @@ impl AtomicFile {
     pub fn finish(mut self) -> Result<()> {
         let ctx = || format!("cannot write `{}`", self.dest.display());
         self.file.flush().with_context(ctx)?;
+        if self.tmp.as_os_str().is_empty() {
+            self.committed = true;
+            return Ok(());
+        }
         self.file.get_ref().sync_all().with_context(ctx)?;
         std::fs::rename(&self.tmp, &self.dest)
             .with_context(|| format!("cannot rename `{}` to `{}`", self.tmp.display(), self.dest.display()))?;
@@ -650,7 +663,7 @@ impl Sink for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if !self.committed {
+        if !self.committed && !self.tmp.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
@@ -736,6 +749,26 @@ mod tests {
         remove_stale_temps(d.path(), ".out.jsonl.tmp.");
         assert!(!dead.exists() && !dead_dir.exists());
         assert!(own.exists() && init.exists() && other.exists());
+    }
+
+    #[test]
+    fn atomic_file_writes_into_a_fifo_instead_of_replacing_it() {
+        use std::os::unix::fs::FileTypeExt;
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let p = fifo.clone();
+            std::thread::spawn(move || std::fs::read(p).unwrap())
+        };
+        let mut f = AtomicFile::create(&fifo).unwrap();
+        f.write_all(b"{}\n").unwrap();
+        f.finish().unwrap();
+        assert_eq!(reader.join().unwrap(), b"{}\n");
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced by a file");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no temporary left");
     }
 
     #[test]

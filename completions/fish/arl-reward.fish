@@ -4,6 +4,8 @@ f1\t'SQuAD token F1 of the answer part against the label(s)'
 regex\t'`--weight` when the response matches `--pattern` (a format reward)'
 code\t'Run the last fenced code block against the label\'s tests in the sandbox; fraction passed'
 remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
+sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
+api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
 complete -c arl-reward -l map -d 'With `--rm auto`: route `data_source` SRC to reward NAME (repeatable)' -r
@@ -13,6 +15,8 @@ f1\t'SQuAD token F1 of the answer part against the label(s)'
 regex\t'`--weight` when the response matches `--pattern` (a format reward)'
 code\t'Run the last fenced code block against the label\'s tests in the sandbox; fraction passed'
 remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
+sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
+api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
 complete -c arl-reward -l tolerance -d 'math: relative tolerance for numbers (0 = exact comparison of rationals)' -r
@@ -25,6 +29,9 @@ complete -c arl-reward -l concurrency -d 'Records (or sandboxes) scored at once,
 complete -c arl-reward -l url -d 'remote: the scorer\'s URL' -r
 complete -c arl-reward -l timeout -d 'remote (and SandboxFusion): timeout of one request, seconds' -r
 complete -c arl-reward -l retries -d 'remote (and SandboxFusion): attempts per request (transport errors and HTTP 5xx are retried)' -r
+complete -c arl-reward -l sql-url -d 'sql: PostgreSQL admin URL; each record gets its own schema and a read-only role (default: an in-memory SQLite database per record)' -r
+complete -c arl-reward -l sql-timeout -d 'sql: time limit of one query, seconds' -r
+complete -c arl-reward -l openapi -d 'api: the service\'s OpenAPI spec (URL or file), as given to `arl-rollout --openapi`' -r
 complete -c arl-reward -l cmd -d 'cmd: the program, run with `sh -c`' -r
 complete -c arl-reward -l max-response-len -d 'DAPO soft overlong punishment: the response length limit, tokens (`len(tokens) - prompt_len`); off when not given' -r
 complete -c arl-reward -l overlong-buffer -d 'DAPO: the penalty grows linearly over the last TOKENS before `--max-response-len`' -r

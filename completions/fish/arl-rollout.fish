@@ -27,12 +27,16 @@ complete -c arl-rollout -l max-turns -d 'Most generation turns per episode' -r
 complete -c arl-rollout -l max-response-len -d 'Most response tokens per episode, tool tokens included' -r
 complete -c arl-rollout -l max-tool-output -d 'Most characters of one tool output; longer ones are cut in the middle' -r
 complete -c arl-rollout -l env-config -d 'Per-record environments (JSON): named tool sets and limits, chosen by a record\'s `metadata.env` or its `data_source` (see `arl::rollout::env`)' -r -F
-complete -c arl-rollout -l tools -d 'Built-in tools to offer, comma-separated: `calculator`, `python`' -r
+complete -c arl-rollout -l tools -d 'Built-in tools to offer, comma-separated: `calculator`, `python`, `sql` (queries the task\'s own database, built per episode from `metadata.sql_setup`)' -r
 complete -c arl-rollout -l tool -d 'External tool: `sh -c COMMAND` gets `{"name", "arguments"}` as JSON on stdin and answers on stdout (`{"content": …}` or plain text); repeatable' -r
 complete -c arl-rollout -l tool-spec -d 'JSON file with OpenAI tool definitions (a list) for `--tool`s, replacing their default schema (an object with any arguments)' -r -F
 complete -c arl-rollout -l mcp -d 'MCP server over stdio (`sh -c COMMAND`); all its tools are offered; repeatable' -r
 complete -c arl-rollout -l sandbox-url -d 'SandboxFusion URL for the `python` tool (e.g. http://127.0.0.1:8080); default: the local sandbox (Linux namespaces, rlimits; see `arl-reward`)' -r
 complete -c arl-rollout -l sandbox-concurrency -d 'Most local sandbox runs at once; default: the number of CPUs' -r
+complete -c arl-rollout -l openapi -d 'OpenAPI 3 spec (URL or JSON file): every operation becomes a tool named by its `operationId`, called over HTTP; with `x-arl-episodes` (as `arl-env` serves) each episode gets its own state, its id in `metadata.episode_id`' -r
+complete -c arl-rollout -l sql-url -d '`sql` tool: PostgreSQL admin URL (`postgres://USER@HOST:PORT/DB`); each episode gets its own schema and a role that can only read it. Default: an in-memory SQLite database per episode' -r
+complete -c arl-rollout -l sql-timeout -d '`sql` tool: time limit of one query, seconds' -r
+complete -c arl-rollout -l sql-max-rows -d '`sql` tool: most rows returned to the model' -r
 complete -c arl-rollout -l tool-timeout -d 'Timeout of one tool call, in seconds' -r
 complete -c arl-rollout -l batch-size -d 'Take the K-th batch of N prompts of a seeded shuffle, epoch after epoch (`prompt_id@<epoch>` from the second epoch on); default: every prompt once, in order' -r
 complete -c arl-rollout -l step -d 'Which batch (with `--batch-size`), counted from 0' -r

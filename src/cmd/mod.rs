@@ -2,6 +2,7 @@
 //! text and the man page) and its `run`. The binaries in `bin/` only call these.
 pub mod inspect;
 pub mod advantage;
+pub mod env;
 pub mod filter;
 pub mod rollout;
 pub mod reward;
@@ -23,5 +24,6 @@ pub fn all() -> Vec<clap::Command> {
         serve::Args::command(),
         sync::Args::command(),
         rollout::Args::command(),
+        env::Args::command(),
     ]
 }

@@ -28,6 +28,12 @@ pub enum RmName {
     Code,
     /// POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}
     Remote,
+    /// Execution match: the response's query (last ```sql block, else last `sql` tool call)
+    /// returns the same rows as `label.gold` on the task's database
+    Sql,
+    /// Goal check in an OpenAPI environment service (`arl-env`): the state of the
+    /// trajectory's `metadata.episode_id`, or a replay of the response's tool calls
+    Api,
     /// An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record
     Cmd,
     /// Choose per record by `data_source` (`--map`, `--default-rm`)
@@ -47,7 +53,8 @@ pub enum RmName {
 /// under `--on-error skip --rejects FILE`.
 ///
 /// `--rm auto` maps `data_source` to a function: built in are
-/// arith, math, gsm8k, openai/gsm8k, math_dapo → math, and code → code;
+/// arith, math, gsm8k, openai/gsm8k, math_dapo → math, code → code, sql → sql
+/// and api → api;
 /// `--map SRC=NAME` adds or overrides, `--default-rm` covers the rest.
 #[derive(Debug, Parser)]
 #[command(name = "arl-reward", version, after_long_help = EXIT_CODES_HELP)]
@@ -110,6 +117,19 @@ pub struct Args {
     #[arg(long, default_value_t = 3, value_name = "N", help_heading = "remote")]
     pub retries: u32,
 
+    /// sql: PostgreSQL admin URL; each record gets its own schema and a
+    /// read-only role (default: an in-memory SQLite database per record)
+    #[arg(long, value_name = "URL", help_heading = "sql")]
+    pub sql_url: Option<String>,
+
+    /// sql: time limit of one query, seconds
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", help_heading = "sql")]
+    pub sql_timeout: f64,
+
+    /// api: the service's OpenAPI spec (URL or file), as given to `arl-rollout --openapi`
+    #[arg(long, value_name = "SPEC", help_heading = "api")]
+    pub openapi: Option<String>,
+
     /// cmd: the program, run with `sh -c`
     #[arg(long = "cmd", value_name = "COMMAND", help_heading = "cmd")]
     pub command: Option<String>,
@@ -153,6 +173,8 @@ const DEFAULT_MAP: &[(&str, RmName)] = &[
     ("openai/gsm8k", RmName::Math),
     ("math_dapo", RmName::Math),
     ("code", RmName::Code),
+    ("sql", RmName::Sql),
+    ("api", RmName::Api),
 ];
 
 fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
@@ -168,6 +190,17 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
         RmName::Remote => {
             let u = a.url.as_deref().ok_or_else(|| cli::usage("`--rm remote` needs `--url URL`"))?;
             Rm::Remote(RemoteRm::new(u, Duration::from_secs_f64(a.timeout), a.retries).map_err(|e| cli::usage(format!("{e}")))?)
+        }
+        RmName::Sql => Rm::Sql(reward::sql::SqlOpts {
+            backend: crate::sql::Backend::from_url(a.sql_url.as_deref()).map_err(|e| cli::usage(format!("`--sql-url`: {e}")))?,
+            timeout: Duration::from_secs_f64(a.sql_timeout),
+            ..Default::default()
+        }),
+        RmName::Api => {
+            let spec = a.openapi.as_deref().ok_or_else(|| cli::usage("`--rm api` needs `--openapi SPEC`"))?;
+            let api = crate::tools::openapi::OpenApi::load(spec).map_err(|e| cli::usage(format!("`--openapi`: {e:#}")))?;
+            let client = crate::tools::openapi::BlockingApi::new(api, Duration::from_secs_f64(a.timeout))?;
+            Rm::Api(reward::api::ApiOpts { client: std::sync::Arc::new(client) })
         }
         RmName::Cmd => return Err(cli::usage("`cmd` cannot be chosen per record; use `--rm cmd` on its own")),
         RmName::Auto => return Err(cli::usage("`auto` cannot map to `auto`")),

@@ -118,7 +118,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE", help_heading = "Episode")]
     pub env_config: Option<PathBuf>,
 
-    /// Built-in tools to offer, comma-separated: `calculator`, `python`
+    /// Built-in tools to offer, comma-separated: `calculator`, `python`, `sql`
+    /// (queries the task's own database, built per episode from `metadata.sql_setup`)
     #[arg(long, value_delimiter = ',', value_name = "LIST", help_heading = "Tools")]
     pub tools: Vec<String>,
     /// External tool: `sh -c COMMAND` gets `{"name", "arguments"}` as JSON on
@@ -142,6 +143,22 @@ pub struct Args {
     /// `python` keeps variables across calls within an episode, like a notebook kernel
     #[arg(long, help_heading = "Tools")]
     pub python_stateful: bool,
+    /// OpenAPI 3 spec (URL or JSON file): every operation becomes a tool named
+    /// by its `operationId`, called over HTTP; with `x-arl-episodes` (as
+    /// `arl-env` serves) each episode gets its own state, its id in `metadata.episode_id`
+    #[arg(long, value_name = "SPEC", help_heading = "Tools")]
+    pub openapi: Option<String>,
+    /// `sql` tool: PostgreSQL admin URL (`postgres://USER@HOST:PORT/DB`); each
+    /// episode gets its own schema and a role that can only read it. Default:
+    /// an in-memory SQLite database per episode
+    #[arg(long, value_name = "URL", help_heading = "Tools")]
+    pub sql_url: Option<String>,
+    /// `sql` tool: time limit of one query, seconds
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", help_heading = "Tools")]
+    pub sql_timeout: f64,
+    /// `sql` tool: most rows returned to the model
+    #[arg(long, default_value_t = 50, value_name = "N", help_heading = "Tools")]
+    pub sql_max_rows: usize,
     /// Timeout of one tool call, in seconds
     #[arg(long, default_value_t = 30.0, value_name = "SECS", help_heading = "Tools")]
     pub tool_timeout: f64,

@@ -17,6 +17,12 @@ pub enum Family {
     Math,
     /// Small Python functions to write; hidden unit tests in the label
     Code,
+    /// Questions over a generated shop database (schema in the prompt, data in
+    /// `metadata.sql_setup`), answered with an SQL query; gold query in the label
+    Sql,
+    /// Goals in the shop API of `arl-env` (order, cancel, restock); initial
+    /// state in `metadata.api_setup`, the goal state in the label
+    Api,
 }
 
 impl Family {
@@ -25,6 +31,8 @@ impl Family {
             Family::Arith => "arith",
             Family::Math => "math",
             Family::Code => "code",
+            Family::Sql => "sql",
+            Family::Api => "api",
         }
     }
 }
@@ -33,7 +41,7 @@ impl Family {
 ///
 /// Each record has `prompt_id` (`<family>-s<seed>-<index>`), `data_source`
 /// (the family, which `arl-reward --rm auto` maps to its verifier: arith and
-/// math → math, code → code), `prompt`, `label` and `metadata.difficulty`
+/// math → math, code → code, sql → sql, api → api), `prompt`, `label` and `metadata.difficulty`
 /// (1–10). The same flags always give the same records.
 ///
 /// `--difficulty auto --history FILE…` reads earlier scored trajectories,
@@ -43,7 +51,10 @@ impl Family {
 /// `--with-solutions` adds the reference solution: `response` is the final
 /// answer as a model would write it, `messages` the whole demonstration
 /// (for arith, a calculator call in the Qwen `<tool_call>` form, the `tool`
-/// result, then `Answer: N`).
+/// result, then `Answer: N`; for sql, an `sql` tool call with the gold query,
+/// its rows, then the query in a ```sql block; for api, the calls that reach
+/// the goal with the service's answers, and `response` holds those calls so
+/// `arl-reward --rm api` can replay them).
 #[derive(Debug, Parser)]
 #[command(name = "arl-tasks", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
@@ -154,6 +165,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             Family::Arith => tasks::arith::generate(&mut rng, level, &aopts),
             Family::Math => (tasks::math::generate(&mut rng, level), level),
             Family::Code => (tasks::code::generate(&mut rng, level), level),
+            Family::Sql => (tasks::sql::generate(&mut rng, level), level),
+            Family::Api => (tasks::api::generate(&mut rng, level), level),
         };
         let id = format!("{fam}-s{}-{i}", a.seed);
         out.write_owned(task.into_record(fam, id, lvl, a.with_solutions))?;

@@ -5,10 +5,12 @@
 //!
 //! Batch-shaped rewards (`cmd`, which talks to an external program) live in
 //! [`external`]; the binary drives them.
+pub mod api;
 pub mod code;
 pub mod external;
 pub mod math;
 pub mod remote;
+pub mod sql;
 pub mod text;
 
 use crate::record::Record;
@@ -26,6 +28,8 @@ pub enum Rm {
     Regex { pattern: regex::Regex, weight: f32 },
     Code(code::CodeOpts),
     Remote(remote::RemoteRm),
+    Sql(sql::SqlOpts),
+    Api(api::ApiOpts),
     /// Dispatch by `data_source` (exact name, else the default).
     Auto { map: BTreeMap<String, Box<Rm>>, default: Option<Box<Rm>> },
 }
@@ -39,6 +43,8 @@ impl Rm {
             Rm::Regex { .. } => "regex",
             Rm::Code(_) => "code",
             Rm::Remote(_) => "remote",
+            Rm::Sql(_) => "sql",
+            Rm::Api(_) => "api",
             Rm::Auto { .. } => "auto",
         }
     }
@@ -47,7 +53,7 @@ impl Rm {
     /// are worth scoring concurrently.
     pub fn waits(&self) -> bool {
         match self {
-            Rm::Code(_) | Rm::Remote(_) => true,
+            Rm::Code(_) | Rm::Remote(_) | Rm::Sql(_) | Rm::Api(_) => true,
             Rm::Auto { map, default } => map.values().any(|r| r.waits()) || default.as_ref().is_some_and(|r| r.waits()),
             _ => false,
         }
@@ -164,6 +170,8 @@ pub fn base_score(rm: &Rm, sandbox: Option<&Sandbox>, r: &Record) -> Result<Scor
             code::score(o, sb, need_response(r)?, need_label(r)?)
         }
         Rm::Remote(rr) => rr.score(r),
+        Rm::Sql(o) => sql::score(o, r),
+        Rm::Api(o) => api::score(o, r),
         Rm::Auto { map, default } => {
             let ds = r.data_source.as_deref().unwrap_or("");
             let chosen = map.get(ds).or(default.as_ref()).ok_or_else(|| {

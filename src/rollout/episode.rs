@@ -39,6 +39,8 @@ pub struct Episode {
     /// Malformed or failed tool calls (the model saw an error message).
     pub tool_errors: u32,
     pub weight_versions: Vec<String>,
+    /// The OpenAPI service's episode id, when a tool call started one.
+    pub env_episode: Option<String>,
 }
 
 /// A parsed `<tool_call>` block, or why it could not be parsed.
@@ -91,9 +93,10 @@ fn parse_one(body: &str) -> Call {
 
 impl Shared {
     /// Runs one episode from `prompt_ids` on endpoint `ep`.
-    pub async fn run_episode(&self, ep: usize, prompt_ids: &[u32], env: &Env) -> Result<Episode, GenError> {
+    /// `task` is the record's `metadata`, for tools with per-task state (`sql`).
+    pub async fn run_episode(&self, ep: usize, prompt_ids: &[u32], env: &Env, task: &Value) -> Result<Episode, GenError> {
         let mut e = Episode { tokens: prompt_ids.to_vec(), prompt_len: prompt_ids.len(), ..Default::default() };
-        let state = tokio::sync::Mutex::new(EpisodeState::default());
+        let state = tokio::sync::Mutex::new(EpisodeState::for_task(task.clone()));
         let max_len = env.max_response_len as usize;
         let mut aborts_in_a_row = 0;
         loop {
@@ -189,6 +192,7 @@ impl Shared {
                 break;
             }
         }
+        e.env_episode = state.lock().await.api_episode.clone();
         Ok(e)
     }
 }

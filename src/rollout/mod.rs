@@ -87,7 +87,21 @@ fn build_registry(args: &Args) -> Result<Registry> {
                 };
                 reg.add(Tool { name: t.clone(), definition: tools::python_def(), imp: ToolImpl::Python(Arc::new(py)) })?
             }
-            other => return Err(cli::usage(format!("unknown built-in tool `{other}` (known: calculator, python)"))),
+            "sql" => {
+                let backend = crate::sql::Backend::from_url(args.sql_url.as_deref()).map_err(|e| cli::usage(format!("`--sql-url`: {e}")))?;
+                let limits = crate::sql::Limits { timeout: Duration::from_secs_f64(args.sql_timeout), max_rows: args.sql_max_rows };
+                reg.add(Tool { name: t.clone(), definition: tools::sql_def(args.sql_max_rows), imp: ToolImpl::Sql(Arc::new(tools::sql::SqlTool { backend, limits })) })?
+            }
+            other => return Err(cli::usage(format!("unknown built-in tool `{other}` (known: calculator, python, sql)"))),
+        }
+    }
+    if let Some(src) = &args.openapi {
+        let api = tools::openapi::OpenApi::load(src).map_err(|e| cli::usage(format!("`--openapi`: {e:#}")))?;
+        let http = reqwest::Client::builder().timeout(timeout).build().context("HTTP client")?;
+        let ops: Vec<(String, Value)> = api.ops.iter().map(|o| (o.id.clone(), o.definition.clone())).collect();
+        let tool = Arc::new(tools::openapi::OpenApiTool { api, http });
+        for (name, definition) in ops {
+            reg.add(Tool { name, definition, imp: ToolImpl::OpenApi(tool.clone()) })?;
         }
     }
     let specs: Vec<Value> = match &args.tool_spec {
@@ -153,6 +167,9 @@ fn to_record(mut rec: Record, i: u32, e: Episode, tok: &Tokenizer) -> Record {
     }
     if e.tool_calls > 0 {
         rec.set_meta("tool_errors", json!(e.tool_errors));
+    }
+    if let Some(id) = e.env_episode {
+        rec.set_meta("episode_id", json!(id));
     }
     rec.tokens = Some(e.tokens);
     rec
@@ -451,7 +468,8 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
 
 async fn run_group(shared: &Shared, job: Job, n: u32) -> Result<Vec<Record>, GenError> {
     let ep = shared.client.place();
-    let futs = (0..n).map(|_| shared.run_episode(ep, &job.prompt_ids, &job.env));
+    let task = job.rec.metadata.clone().map_or(Value::Null, Value::Object);
+    let futs = (0..n).map(|_| shared.run_episode(ep, &job.prompt_ids, &job.env, &task));
     let results = futures::future::join_all(futs).await;
     shared.client.release(ep);
     let mut recs = Vec::with_capacity(n as usize);

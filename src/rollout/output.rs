@@ -129,7 +129,14 @@ impl Output {
                 w.flush()?;
                 w.get_ref().sync_all()?;
                 drop(w);
+                // A device or FIFO (`-o /dev/null`) is written into, never renamed over.
+                let special = std::fs::metadata(&dest).is_ok_and(|m| !m.is_file() && !m.is_dir());
                 match format {
+                    Format::Jsonl if special => {
+                        let mut f = std::fs::OpenOptions::new().write(true).open(&dest).with_context(|| format!("cannot open `{}`", dest.display()))?;
+                        std::io::copy(&mut File::open(&partial)?, &mut f).with_context(|| format!("cannot write `{}`", dest.display()))?;
+                        std::fs::remove_file(&partial)?;
+                    }
                     Format::Jsonl => std::fs::rename(&partial, &dest)
                         .with_context(|| format!("cannot rename `{}` to `{}`", partial.display(), dest.display()))?,
                     Format::Parquet => {

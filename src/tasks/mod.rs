@@ -1,6 +1,8 @@
 //! Procedurally generated, automatically verifiable tasks (RLVE-style):
-//! `arith` (calculator-tool arithmetic), `math` (`\boxed{}` answers) and
-//! `code` (Python functions with hidden unit tests). Every task is a prompt
+//! `arith` (calculator-tool arithmetic), `math` (`\boxed{}` answers),
+//! `code` (Python functions with hidden unit tests), `sql` (questions
+//! over a generated database, answered with a query) and `api` (goals in
+//! the shop service of `arl-env`, reached through its OpenAPI tools). Every task is a prompt
 //! record with a `label`, `data_source` (which selects the verifier under
 //! `arl-reward --rm auto`), and `metadata.difficulty`; generation is a pure
 //! function of (family, seed, index, difficulty), so it is reproducible.
@@ -8,10 +10,12 @@
 //! With solutions, `response` holds the final answer as a model would write
 //! it and `messages` the whole demonstration (tool turns in the Qwen
 //! `<tool_call>` convention, reference/protocols.md §5.2).
+pub mod api;
 pub mod arith;
 pub mod code;
 pub mod difficulty;
 pub mod math;
+pub mod sql;
 
 use crate::record::Record;
 use serde_json::{json, Value};
@@ -68,4 +72,34 @@ pub fn calculator_call(expression: &str) -> String {
     format!("<tool_call>\n{}\n</tool_call>", json!({"name": "calculator", "arguments": {"expression": expression}}))
         .replace("\":", "\": ")
         .replace(",\"", ", \"")
+}
+
+/// The Qwen/Hermes tool-call text of one call (`json.dumps` spacing).
+pub fn tool_call(name: &str, arguments: &Value) -> String {
+    let mut body = serde_json::to_string(&json!({"name": name, "arguments": arguments})).unwrap_or_default();
+    body = python_spacing(&body);
+    format!("<tool_call>\n{body}\n</tool_call>")
+}
+
+/// `json.dumps` separators (`", "`, `": "`) for compact JSON text, outside strings.
+fn python_spacing(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    let (mut in_str, mut esc) = (false, false);
+    for c in s.chars() {
+        out.push(c);
+        if in_str {
+            if esc {
+                esc = false;
+            } else if c == '\\' {
+                esc = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+        } else if c == '"' {
+            in_str = true;
+        } else if c == ':' || c == ',' {
+            out.push(' ');
+        }
+    }
+    out
 }

@@ -1,11 +1,14 @@
 //! The tools an agent can call during a rollout: built-in `calculator` and
 //! `python`, external commands (`--tool NAME=COMMAND`, JSON on stdin/stdout)
-//! and MCP servers over stdio (`--mcp COMMAND`). Each tool has an OpenAI tool
+//! MCP servers over stdio (`--mcp COMMAND`), `sql` (the task's database) and
+//! the operations of an OpenAPI service (`--openapi SPEC`). Each tool has an OpenAI tool
 //! definition (JSON schema) that the chat template writes into the system turn.
 pub mod calculator;
 pub mod external;
 pub mod mcp;
+pub mod openapi;
 pub mod python;
+pub mod sql;
 
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -33,6 +36,19 @@ pub struct EpisodeState {
     pub python_cells: Vec<String>,
     /// `--python-stateful` with the local sandbox: the episode's interpreter.
     pub python_session: Option<Arc<std::sync::Mutex<crate::sandbox::Session>>>,
+    /// The record's `metadata` (an object, or null): what environment tools
+    /// need to know about the task (the `sql` tool's `sql_setup`).
+    pub task: Value,
+    /// The `sql` tool's database for this episode, built on its first call.
+    pub sql_db: Option<Arc<std::sync::Mutex<crate::sql::Db>>>,
+    /// The OpenAPI service's episode id, once the first call started it.
+    pub api_episode: Option<String>,
+}
+
+impl EpisodeState {
+    pub fn for_task(metadata: Value) -> EpisodeState {
+        EpisodeState { task: metadata, ..EpisodeState::default() }
+    }
 }
 
 pub enum ToolImpl {
@@ -40,6 +56,8 @@ pub enum ToolImpl {
     Python(Arc<python::Python>),
     External(external::External),
     Mcp(Arc<mcp::McpClient>),
+    Sql(Arc<sql::SqlTool>),
+    OpenApi(Arc<openapi::OpenApiTool>),
 }
 
 pub struct Tool {
@@ -64,6 +82,14 @@ pub fn calculator_def() -> Value {
         "calculator",
         "Evaluate an arithmetic expression exactly (+ - * / // % **, parentheses, sqrt, abs, min, max, round, floor, ceil, log, exp).",
         json!({"type": "object", "properties": {"expression": {"type": "string", "description": "The expression, e.g. 347*29"}}, "required": ["expression"]}),
+    )
+}
+
+pub fn sql_def(max_rows: usize) -> Value {
+    function_def(
+        "sql",
+        &format!("Run one SQL query on the task's database and return the result rows (at most {max_rows}). The database is read-only."),
+        json!({"type": "object", "properties": {"query": {"type": "string", "description": "One SQL statement, e.g. SELECT name FROM customers"}}, "required": ["query"]}),
     )
 }
 
@@ -111,6 +137,8 @@ impl Registry {
             }
             ToolImpl::External(ext) => ext.call(name, args).await,
             ToolImpl::Mcp(client) => client.call(name, args).await,
+            ToolImpl::Sql(t) => t.call(args, state).await,
+            ToolImpl::OpenApi(t) => t.call(name, args, state).await,
         }
     }
 }

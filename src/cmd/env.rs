@@ -1,0 +1,180 @@
+//! `arl-env`: environment services over HTTP. Now: the shop API
+//! ([`crate::shop`]) with per-episode state and its OpenAPI spec.
+use crate::cli::EXIT_CODES_HELP;
+use crate::shop::{self, Shop, EPISODE_HEADER};
+use anyhow::{Context, Result};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use clap::Parser;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+pub const TOOL: &str = "arl-env";
+
+/// Environment services for agent rollouts: a stateful shop API with its OpenAPI spec
+///
+/// Serves an inventory-and-orders API (`list_items`, `get_item`,
+/// `restock_item`, `create_order`, `list_orders`, `cancel_order`) whose spec
+/// is at `/openapi.json`, for `arl-rollout --openapi URL/openapi.json`. Each
+/// episode has its own state: `POST /episodes {"setup": {…}}` starts one from
+/// a task's `metadata.api_setup` and returns its id, which the tool calls
+/// carry in the `X-Episode-Id` header; `GET /episodes/ID` returns the state
+/// (for `arl-reward --rm api`), `DELETE /episodes/ID` forgets it. Episode ids
+/// are random; a call without a known id is refused (404). Episodes beyond
+/// `--max-episodes` evict the oldest.
+///
+/// Prints `arl-env: listening on http://HOST:PORT` on stderr once bound
+/// (`--port 0` picks a free port) and serves until killed.
+#[derive(Debug, Parser)]
+#[command(name = "arl-env", version, after_long_help = EXIT_CODES_HELP)]
+pub struct Args {
+    /// Address to bind (loopback by default)
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    pub host: String,
+    /// Port; 0 picks a free one
+    #[arg(long, default_value_t = 8700, value_name = "PORT")]
+    pub port: u16,
+    /// Largest request body, bytes (413 beyond)
+    #[arg(long, default_value_t = 65536, value_name = "BYTES")]
+    pub max_body_bytes: usize,
+    /// Most episodes kept; starting one more forgets the oldest
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub max_episodes: usize,
+}
+
+struct Episodes {
+    map: HashMap<String, (u64, Shop)>,
+    next: u64,
+    max: usize,
+}
+
+type St = Arc<Mutex<Episodes>>;
+
+fn err(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(json!({"error": msg.into()}))).into_response()
+}
+
+fn new_id() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    static CTR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let c = CTR.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let a = crate::rng::mix(&[t, std::process::id() as u64, c]);
+    let b = crate::rng::mix(&[a, c, 0x51ed_270b]);
+    format!("ep-{a:016x}{b:016x}")
+}
+
+fn body_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(err(StatusCode::BAD_REQUEST, "the body must be a JSON object")),
+        Err(e) => Err(err(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"))),
+    }
+}
+
+async fn create_episode(State(st): State<St>, body: Bytes) -> Response {
+    let m = match body_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let shop = match Shop::from_setup(m.get("setup").unwrap_or(&json!({"items": []}))) {
+        Ok(s) => s,
+        Err(e) => return err(StatusCode::UNPROCESSABLE_ENTITY, e),
+    };
+    let id = new_id();
+    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
+    if g.map.len() >= g.max {
+        if let Some(oldest) = g.map.iter().min_by_key(|(_, (n, _))| *n).map(|(k, _)| k.clone()) {
+            g.map.remove(&oldest);
+        }
+    }
+    let n = g.next;
+    g.next += 1;
+    g.map.insert(id.clone(), (n, shop));
+    Json(json!({"episode_id": id})).into_response()
+}
+
+async fn get_episode(State(st): State<St>, Path(id): Path<String>) -> Response {
+    let g = st.lock().unwrap_or_else(|p| p.into_inner());
+    match g.map.get(&id) {
+        Some((_, s)) => Json(json!(s)).into_response(),
+        None => err(StatusCode::NOT_FOUND, format!("no episode `{id}`")),
+    }
+}
+
+async fn delete_episode(State(st): State<St>, Path(id): Path<String>) -> Response {
+    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
+    match g.map.remove(&id) {
+        Some(_) => Json(json!({"deleted": id})).into_response(),
+        None => err(StatusCode::NOT_FOUND, format!("no episode `{id}`")),
+    }
+}
+
+/// Every tool operation: route, gather path + query + body arguments, run on the episode's shop.
+async fn operation(State(st): State<St>, method: Method, uri: Uri, headers: HeaderMap, Query(q): Query<HashMap<String, String>>, body: Bytes) -> Response {
+    let Some((op, mut args)) = shop::route(method.as_str(), uri.path()) else {
+        return err(StatusCode::NOT_FOUND, format!("no route {} {}", method, uri.path()));
+    };
+    let Some(id) = headers.get(EPISODE_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string) else {
+        return err(StatusCode::BAD_REQUEST, format!("missing the `{EPISODE_HEADER}` header"));
+    };
+    for (k, v) in q {
+        args.insert(k, json!(v));
+    }
+    if method == Method::POST {
+        match body_object(&body) {
+            Ok(m) => {
+                for (k, v) in m {
+                    if args.contains_key(&k) {
+                        return err(StatusCode::UNPROCESSABLE_ENTITY, format!("`{k}` given twice"));
+                    }
+                    args.insert(k, v);
+                }
+            }
+            Err(r) => return r,
+        }
+    }
+    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
+    let Some((_, shop)) = g.map.get_mut(&id) else {
+        return err(StatusCode::NOT_FOUND, format!("no episode `{id}`"));
+    };
+    let r = shop.handle(op, &args);
+    (StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(r.body)).into_response()
+}
+
+pub fn router(max_body: usize, max_episodes: usize, base_url: String) -> Router {
+    let st: St = Arc::new(Mutex::new(Episodes { map: HashMap::new(), next: 0, max: max_episodes.max(1) }));
+    let spec = Arc::new(shop::openapi(&base_url));
+    Router::new()
+        .route("/openapi.json", get(move || {
+            let s = spec.clone();
+            async move { Json((*s).clone()) }
+        }))
+        .route("/health", get(|| async { Json(json!({"ok": true})) }))
+        .route("/episodes", post(create_episode))
+        .route("/episodes/{id}", get(get_episode).delete(delete_episode))
+        .fallback(operation)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(st)
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the HTTP runtime")?;
+    rt.block_on(async move {
+        let addr = format!("{}:{}", a.host, a.port);
+        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
+        let local = listener.local_addr()?;
+        eprintln!("{TOOL}: listening on http://{local}");
+        let app = router(a.max_body_bytes, a.max_episodes, format!("http://{local}"));
+        axum::serve(listener, app).await.context("HTTP server")
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
