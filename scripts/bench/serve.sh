@@ -16,7 +16,7 @@ export LIBTORCH_USE_PYTORCH=1 PATH="$(dirname "$PY"):$PATH"
 cargo build --release --quiet --bin arl-serve
 W=$(mktemp -d)
 LOG="$W/serve.log"
-target/release/arl-serve --model-path "$MODEL" --port 0 --device "$DEVICE" --max-running-requests "$CONC" 2>"$LOG" &
+target/release/arl-serve --model-path "$MODEL" --port 0 --device "$DEVICE" --max-running-requests "$CONC" ${SERVE_ARGS:-} 2>"$LOG" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 600); do grep -q 'listening on' "$LOG" && break; sleep 0.1; done
