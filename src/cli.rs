@@ -157,9 +157,10 @@ pub fn warn(tool: &str, msg: impl std::fmt::Display) {
 /// `GOMP_SPINCOUNT`. libgomp's default spin (300,000 iterations) slowed the
 /// binaries down 5-50x as soon as another process competed for the cores (a
 /// trainer next to a server, a test suite), and never spinning
-/// (`OMP_WAIT_POLICY=PASSIVE`) costs up to 2x on small models when the cores
-/// are free; a spin of 30,000 iterations was as fast as passive under
-/// contention and close to the default when idle (README, Install). libgomp
+/// (`OMP_WAIT_POLICY=PASSIVE`) costs up to 2.8x on small models when the
+/// cores are free; a spin of 1,000 iterations (libgomp's own value when it
+/// knows the cores are oversubscribed) was close to passive under contention
+/// and close to the default when idle (README, Install). libgomp
 /// reads the variables once, in its own initialiser before `main`, so the
 /// libtorch binaries call this first thing: it re-executes the program with
 /// `GOMP_SPINCOUNT` set (same pid, arguments and descriptors). When exec fails
@@ -176,7 +177,7 @@ pub fn bounded_omp_spin_by_default() {
         cmd.arg0(argv0);
     }
     // `exec` returns only on failure.
-    let _ = cmd.args(args).env("GOMP_SPINCOUNT", "30000").exec();
+    let _ = cmd.args(args).env("GOMP_SPINCOUNT", "1000").exec();
 }
 
 /// Runs a binary: parses arguments (usage errors exit 2), runs, reports errors.
