@@ -276,40 +276,11 @@ impl CriticTrainer {
 
 /// `arl-train values`: writes `values` into every record, streaming.
 pub fn values(a: &crate::cmd::train::ValuesArgs) -> Result<std::process::ExitCode> {
-    use crate::cli::Input;
     let device = super::run::parse_device(&a.device)?;
     super::run::set_threads(a.threads);
     if a.max_tokens_per_micro_batch == 0 {
         return Err(crate::cli::usage("`--max-tokens-per-micro-batch` must be positive"));
     }
     let critic = Critic::load(&a.critic, device, Kind::Float)?;
-    let mut inp = Input::open(&a.input)?;
-    let mut out = a.output.open()?;
-    let pb = crate::cli::progress(a.input.quiet, None, "records");
-    while let Some(batch) = inp.next_batch()? {
-        let mut keep = vec![];
-        let mut samples = vec![];
-        for (pos, r) in batch {
-            match super::sample_of(&r, super::Need::Score) {
-                Ok(s) => {
-                    samples.push(s);
-                    keep.push(r);
-                }
-                Err(why) => inp.reject(&pos, &r, why)?,
-            }
-        }
-        let refs: Vec<&Sample> = samples.iter().collect();
-        let vs = critic.score(&refs, a.max_tokens_per_micro_batch);
-        for (mut r, v) in keep.into_iter().zip(vs) {
-            r.values = Some(v);
-            out.write_owned(r)?;
-            pb.inc(1);
-        }
-        out.flush()?;
-    }
-    pb.finish_and_clear();
-    let written = out.count();
-    out.finish().context("writing output")?;
-    inp.finish(crate::cmd::train::TOOL, written)?;
-    Ok(std::process::ExitCode::SUCCESS)
+    super::run::annotate(&a.input, &a.output, |refs| critic.score(refs, a.max_tokens_per_micro_batch), |r, v| r.values = Some(v))
 }

@@ -745,9 +745,23 @@ pub fn logprobs(a: &LogprobsArgs) -> Result<ExitCode> {
         return Err(cli::usage("`--temperature` and `--max-tokens-per-micro-batch` must be positive"));
     }
     let model = Model::load(&a.model, device, Kind::Float)?;
-    let mut inp = Input::open(&a.input)?;
-    let mut out = a.output.open()?;
-    let pb = cli::progress(a.input.quiet, None, "records");
+    annotate(&a.input, &a.output, |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature), |r, lp| {
+        r.ref_log_probs = Some(lp)
+    })
+}
+
+/// The streaming body of `arl-train logprobs` and `arl-train values`: reads
+/// records batch by batch, rejects those that cannot be scored, computes one
+/// number per response token for the rest (`compute`) and stores it (`put`).
+pub(crate) fn annotate(
+    input: &cli::InputArgs,
+    output: &cli::OutputArgs,
+    mut compute: impl FnMut(&[&Sample]) -> Vec<Vec<f32>>,
+    put: impl Fn(&mut crate::record::Record, Vec<f32>),
+) -> Result<ExitCode> {
+    let mut inp = Input::open(input)?;
+    let mut out = output.open()?;
+    let pb = cli::progress(input.quiet, None, "records");
     while let Some(batch) = inp.next_batch()? {
         let mut keep = vec![];
         let mut samples = vec![];
@@ -761,9 +775,8 @@ pub fn logprobs(a: &LogprobsArgs) -> Result<ExitCode> {
             }
         }
         let refs: Vec<&Sample> = samples.iter().collect();
-        let lps = score(&model, &refs, a.max_tokens_per_micro_batch, a.temperature);
-        for (mut r, lp) in keep.into_iter().zip(lps) {
-            r.ref_log_probs = Some(lp);
+        for (mut r, x) in keep.into_iter().zip(compute(&refs)) {
+            put(&mut r, x);
             out.write_owned(r)?;
             pb.inc(1);
         }
