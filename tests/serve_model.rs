@@ -107,8 +107,10 @@ fn batching_and_seeds_do_not_change_results() {
     assert_eq!(s.generate(seeded.clone())["output_ids"], s.generate(seeded)["output_ids"]);
 }
 
-/// A copy of the tiny model with every floating tensor nudged.
+/// A copy of the tiny model with every floating tensor nudged (seeded: with
+/// unseeded noise of 0.05 the greedy output sometimes stayed the same).
 fn perturbed_copy(src: &Path, dst: &Path) {
+    tch::manual_seed(5);
     std::fs::create_dir_all(dst).unwrap();
     for e in std::fs::read_dir(src).unwrap() {
         let e = e.unwrap();
@@ -121,7 +123,7 @@ fn perturbed_copy(src: &Path, dst: &Path) {
             let out: Vec<(String, Tensor)> = ts
                 .into_iter()
                 .map(|(n, t)| {
-                    let noise = Tensor::randn(t.size(), (Kind::Float, Device::Cpu)) * (0.05 + 0.01 * gen.f64());
+                    let noise = Tensor::randn(t.size(), (Kind::Float, Device::Cpu)) * (0.3 + 0.01 * gen.f64());
                     let t2 = (t.to_kind(Kind::Float) + noise).to_kind(t.kind());
                     (n, t2)
                 })
