@@ -11,6 +11,7 @@ pub mod dist;
 pub mod docs;
 pub mod filter;
 pub mod group;
+pub mod http_body;
 pub mod io;
 pub mod model;
 pub mod record;

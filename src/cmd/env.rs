@@ -4,7 +4,9 @@ use crate::cli::EXIT_CODES_HELP;
 use crate::shop::{self, Shop, EPISODE_HEADER};
 use anyhow::{Context, Result};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use crate::http_body::{self, closing, BodyError};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::middleware::{self, Next};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,6 +16,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub const TOOL: &str = "arl-env";
 
@@ -43,6 +46,9 @@ pub struct Args {
     /// Largest request body, bytes (413 beyond)
     #[arg(long, default_value_t = 65536, value_name = "BYTES")]
     pub max_body_bytes: usize,
+    /// Seconds a client gets to send a request body (408 beyond)
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub read_timeout: f64,
     /// Most episodes kept; starting one more forgets the oldest
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub max_episodes: usize,
@@ -150,7 +156,18 @@ async fn operation(State(st): State<St>, method: Method, uri: Uri, headers: Head
     (StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(r.body)).into_response()
 }
 
-pub fn router(max_body: usize, max_episodes: usize, base_url: String) -> Router {
+/// Reads every body within the size and time limits; an oversized one is
+/// drained before its 413 so that the client reads the answer ([`crate::http_body`]).
+async fn bounded_body(State(lim): State<(usize, Duration)>, req: Request, next: Next) -> Response {
+    match http_body::buffer(req, lim.0, lim.1).await {
+        Ok(req) => next.run(req).await,
+        Err(BodyError::TooLarge) => closing(err(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} bytes (--max-body-bytes)", lim.0))),
+        Err(BodyError::Timeout) => closing(err(StatusCode::REQUEST_TIMEOUT, format!("request body not received within {:?} (--read-timeout)", lim.1))),
+        Err(BodyError::Broken(e)) => closing(err(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}"))),
+    }
+}
+
+pub fn router(max_body: usize, read_timeout: Duration, max_episodes: usize, base_url: String) -> Router {
     let st: St = Arc::new(Mutex::new(Episodes { map: HashMap::new(), next: 0, max: max_episodes.max(1) }));
     let spec = Arc::new(shop::openapi(&base_url));
     Router::new()
@@ -163,17 +180,22 @@ pub fn router(max_body: usize, max_episodes: usize, base_url: String) -> Router 
         .route("/episodes/{id}", get(get_episode).delete(delete_episode))
         .fallback(operation)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state((max_body, read_timeout), bounded_body))
         .with_state(st)
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    if !(a.read_timeout.is_finite() && a.read_timeout > 0.0) {
+        anyhow::bail!("--read-timeout must be a positive number of seconds, got {}", a.read_timeout);
+    }
+    let read_timeout = Duration::from_secs_f64(a.read_timeout);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the HTTP runtime")?;
     rt.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
         let local = listener.local_addr()?;
         eprintln!("{TOOL}: listening on http://{local}");
-        let app = router(a.max_body_bytes, a.max_episodes, format!("http://{local}"));
+        let app = router(a.max_body_bytes, read_timeout, a.max_episodes, format!("http://{local}"));
         axum::serve(listener, app).await.context("HTTP server")
     })?;
     Ok(ExitCode::SUCCESS)

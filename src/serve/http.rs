@@ -6,6 +6,7 @@ use super::chat;
 use super::sampling::Knobs;
 use super::scheduler::{Cmd, Finish, InputLogprobs, Job, Params, PauseMode, Shared, TokenOut, Update, UpdateResult};
 use super::Config;
+use crate::http_body::{closing, BodyError};
 use crate::tokenizer::Tokenizer;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -87,7 +88,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// `--api-key`: every route but `/health` wants `Authorization: Bearer KEY`, as in SGLang.
-/// A body announced (`Content-Length`) over `--max-body-bytes` gets 413 at once.
+/// A body over `--max-body-bytes` gets 413 (see [`crate::http_body`]).
 async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.cfg.api_key {
         let ok = req
@@ -100,38 +101,18 @@ async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Resp
             return (StatusCode::UNAUTHORIZED, Json(json!({"error": "Unauthorized"}))).into_response();
         }
     }
-    // An announced body over the limit is refused before it is read.
-    let too_big = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|n| n > st.cfg.max_body_bytes as u64);
-    if too_big {
-        return body_too_large(&st);
-    }
     // The body is read here, within --read-timeout, so a client that stalls
     // mid-body cannot hold a connection (the handlers read whole bodies anyway).
-    let (parts, body) = req.into_parts();
-    let limit = st.cfg.max_body_bytes;
-    let bytes = match tokio::time::timeout(st.cfg.read_timeout, axum::body::to_bytes(body, limit)).await {
-        Err(_) => {
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                format!("request body not received within {:?} (--read-timeout)", st.cfg.read_timeout),
-            )
-        }
-        Ok(Err(e)) => {
-            let over = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-                || e.to_string().contains("length limit");
-            if over {
-                return body_too_large(&st);
-            }
-            return bad(format!("cannot read the request body: {e}"));
-        }
-        Ok(Ok(b)) => b,
-    };
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+    // An oversized one is drained before the 413 so that the client reads it.
+    match crate::http_body::buffer(req, st.cfg.max_body_bytes, st.cfg.read_timeout).await {
+        Ok(req) => next.run(req).await,
+        Err(BodyError::TooLarge) => closing(body_too_large(&st)),
+        Err(BodyError::Timeout) => closing(error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("request body not received within {:?} (--read-timeout)", st.cfg.read_timeout),
+        )),
+        Err(BodyError::Broken(e)) => closing(bad(format!("cannot read the request body: {e}"))),
+    }
 }
 
 fn body_too_large(st: &AppState) -> Response {
