@@ -174,6 +174,51 @@ fn cpu_determinism_and_resume() {
 }
 
 #[test]
+fn max_steps_then_resume_continues_mid_input_bit_for_bit() {
+    // 3 epochs × 2 batches, shuffled, cosine schedule: stopped after 2 steps,
+    // then after 3 more, then run to the end, it ends where one run ends.
+    let t = tmpdir();
+    let m = tiny();
+    let input = records(4, |i| i as f32 - 1.5);
+    let plan = [
+        "--loss", "sft", "--lr", "1e-3", "--min-lr", "1e-4", "--lr-schedule", "cosine", "--weight-decay", "0.1",
+        "--epochs", "3", "--global-batch-size", "2", "--shuffle", "--seed", "7",
+    ];
+    let go = |model: &Path, save: &str, extra: &[&str]| {
+        let mut a = vec!["--model", model.to_str().unwrap(), "--save", save];
+        a.extend_from_slice(&plan);
+        a.extend_from_slice(extra);
+        train(t.path(), &a, &input).ok();
+    };
+    let state = |d: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(t.path().join(d).join("trainer_state/state.json")).unwrap()).unwrap()
+    };
+    let w = |d: &str| std::fs::read(t.path().join(d).join("model.safetensors")).unwrap();
+    go(&m, "whole", &[]);
+    assert_eq!(state("whole")["step"], 6);
+    assert_eq!(state("whole")["input"]["complete"], true);
+    go(&m, "part1", &["--max-steps", "2"]);
+    let s1 = state("part1");
+    assert_eq!((s1["step"].clone(), s1["input"]["epoch"].clone(), s1["input"]["batches"].clone()), (json!(2), json!(1), json!(0)));
+    assert_eq!(s1["input"]["complete"], false);
+    go(&t.path().join("part1"), "part2", &["--resume", "--max-steps", "3"]);
+    let s2 = state("part2");
+    assert_eq!((s2["step"].clone(), s2["input"]["epoch"].clone(), s2["input"]["batches"].clone()), (json!(5), json!(2), json!(1)));
+    assert_ne!(w("part2"), w("whole"));
+    go(&t.path().join("part2"), "part3", &["--resume"]);
+    assert_eq!(state("part3")["step"], 6);
+    assert_eq!(w("part3"), w("whole"), "a run stopped twice and resumed ends on the same bytes");
+    // Another input is not a continuation: the position is ignored and
+    // every batch of the new input is trained.
+    let other = records(4, |i| 1.5 - i as f32);
+    let p1 = t.path().join("part1");
+    let mut a = vec!["--model", p1.to_str().unwrap(), "--save", "other", "--resume"];
+    a.extend_from_slice(&plan);
+    train(t.path(), &a, &other).ok();
+    assert_eq!(state("other")["step"], 8);
+}
+
+#[test]
 fn killing_a_save_leaves_the_previous_checkpoint() {
     let t = tmpdir();
     let m = tiny();

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_train_global_optspecs
-    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
+    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
 end
 
 function __fish_arl_train_needs_command
@@ -60,6 +60,7 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -l min-lr -d 'Final le
 complete -c arl-train -n "__fish_arl_train_needs_command" -l lr-warmup-steps -d 'Linear warm-up steps' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l lr-schedule -d 'Schedule after warm-up' -r -f -a "constant\t'Linear warm-up, then the peak rate'
 cosine\t'Linear warm-up, then cosine decay to `--min-lr` over `--lr-decay-steps`'"
+complete -c arl-train -n "__fish_arl_train_needs_command" -l max-steps -d 'Stop after N optimizer steps of this invocation, saving where the run stands in its input: `--resume` from that checkpoint with the same input continues with the next batch (the schedule spans the whole input)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l lr-decay-steps -d 'Step at which the cosine reaches `--min-lr` (default: the last step of this run)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l weight-decay -d 'AdamW decoupled weight decay (not applied to biases and norms)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l adam-beta1 -d 'AdamW β1' -r

@@ -104,10 +104,17 @@ pub struct Args {
     #[arg(long, default_value_t = 0.0, value_name = "P", help_heading = "arith")]
     pub noise: f64,
 
-    /// arith: half easy problems (levels 1–2, answered without the tool in
-    /// solutions), half hard ones (the level, at least 5); `metadata.kind`
+    /// arith: half easy problems (levels 1..=`--easy-level`, answered without
+    /// the tool in solutions), half hard ones (the level, at least 5);
+    /// `metadata.kind`
     #[arg(long, help_heading = "arith")]
     pub mixed: bool,
+
+    /// arith with `--mixed`: highest level counted easy. Level 1 (the 81
+    /// one-digit sums) is what a small model learns by heart, so that
+    /// answering without the tool is really the better choice there
+    #[arg(long, default_value_t = 1, value_name = "L", value_parser = clap::value_parser!(u32).range(1..=2), help_heading = "arith")]
+    pub easy_level: u32,
 
     /// arith with `--mixed`: share of easy demonstrations that call the
     /// calculator anyway (SFT data for a policy that over-uses the tool)
@@ -154,10 +161,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     let fam = a.family.name();
     let fam_key = mix(&[fam.len() as u64, fam.bytes().fold(0u64, |h, b| h.wrapping_mul(131).wrapping_add(b as u64))]);
+    if a.easy_level != 1 && !a.mixed {
+        return Err(cli::usage("`--easy-level` needs `--mixed`"));
+    }
     if a.easy_tool_rate > 0.0 && !a.mixed {
         return Err(cli::usage("`--easy-tool-rate` needs `--mixed`"));
     }
-    let aopts = ArithOpts { noise: a.noise, mixed: a.mixed, tool_cost: a.tool_cost, easy_tool_rate: a.easy_tool_rate };
+    let aopts = ArithOpts { noise: a.noise, mixed: a.mixed, tool_cost: a.tool_cost, easy_tool_rate: a.easy_tool_rate, easy_level: a.easy_level };
     let mut out = a.output.open()?;
     for i in a.start..a.start + a.count {
         let mut rng = Rng::new(mix(&[fam_key, a.seed, i, level as u64]));

@@ -192,6 +192,12 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value_t = Schedule::Constant, help_heading = "Optimizer")]
     pub lr_schedule: Schedule,
 
+    /// Stop after N optimizer steps of this invocation, saving where the run
+    /// stands in its input: `--resume` from that checkpoint with the same
+    /// input continues with the next batch (the schedule spans the whole input)
+    #[arg(long, value_name = "N", help_heading = "Optimizer")]
+    pub max_steps: Option<u64>,
+
     /// Step at which the cosine reaches `--min-lr` (default: the last step of this run)
     #[arg(long, value_name = "N", help_heading = "Optimizer")]
     pub lr_decay_steps: Option<u64>,

@@ -14,12 +14,14 @@ use serde_json::json;
 pub struct ArithOpts {
     /// Share of demonstrations that skip the calculator and guess a plausible wrong number.
     pub noise: f64,
-    /// Mix easy (levels 1–2) and hard problems: easy ones are solved without the tool.
+    /// Mix easy (levels 1..=`easy_level`) and hard problems: easy ones are solved without the tool.
     pub mixed: bool,
     /// Cost per tool call, recorded in `metadata.tool_cost` for `arl-reward`.
     pub tool_cost: Option<f64>,
     /// With `mixed`: share of easy demonstrations that still call the calculator.
     pub easy_tool_rate: f64,
+    /// With `mixed`: easy problems are of levels 1..=easy_level (0 counts as 1).
+    pub easy_level: u32,
 }
 
 fn operand(rng: &mut Rng, digits: u32) -> i64 {
@@ -104,7 +106,7 @@ pub fn plausible_wrong(rng: &mut Rng, v: i64) -> i64 {
 pub fn generate(rng: &mut Rng, level: u32, o: &ArithOpts) -> (Task, u32) {
     let (level, kind) = if o.mixed {
         if rng.bool(0.5) {
-            (rng.range(1, 2) as u32, "easy")
+            (rng.range(1, o.easy_level.clamp(1, 2) as i64) as u32, "easy")
         } else {
             (level.max(5), "hard")
         }

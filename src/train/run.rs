@@ -274,6 +274,47 @@ struct TrainerState {
     lr_decay_steps: u64,
     lr_schedule: super::options::Schedule,
     seed: u64,
+    /// Where in its input the run stood (absent in checkpoints of older versions).
+    #[serde(default)]
+    input: Option<InputPosition>,
+}
+
+/// How far a run got through its input, so that `--resume` over the same
+/// input (same records, batch size, epochs, shuffle, seed) continues with the
+/// next batch instead of training the first ones again.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct InputPosition {
+    /// Hash of the training plan: the samples' tokens, masks and advantages,
+    /// the global batch size, epochs, shuffle and seed.
+    fingerprint: String,
+    samples: usize,
+    /// Epoch and batches of it already trained.
+    epoch: u64,
+    batches: u64,
+    /// The whole input was trained (a checkpoint written at the end).
+    complete: bool,
+}
+
+/// FNV-1a over what decides the batches a run trains, in order.
+fn plan_fingerprint(samples: &[Sample], gbs: usize, epochs: u64, shuffle: bool, seed: u64) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |x: u64| {
+        for b in x.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for v in [samples.len() as u64, gbs as u64, epochs, u64::from(shuffle), seed] {
+        eat(v);
+    }
+    for s in samples {
+        eat(s.tokens.len() as u64);
+        eat(s.prompt_len as u64);
+        s.tokens.iter().for_each(|&t| eat(t as u64));
+        s.loss_mask.iter().for_each(|&m| eat(u64::from(m.to_bits())));
+        s.advantages.iter().for_each(|&a| eat(u64::from(a.to_bits())));
+    }
+    format!("{h:016x}")
 }
 
 /// `arl-train`'s training run, as one process or as one rank of a
@@ -417,7 +458,12 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
             weight_decay: args.weight_decay,
         },
     );
+    let fingerprint = plan_fingerprint(&samples, gbs, args.epochs, args.shuffle, args.seed);
     let mut start_step = 0;
+    // With `--resume` over the input a mid-run checkpoint was saved from:
+    // (epoch, batches of it) already trained, and the run's own decay length.
+    let mut skip: Option<(u64, u64)> = None;
+    let mut resumed_decay = None;
     if args.resume {
         let sdir = model_dir.join("trainer_state");
         let text = std::fs::read_to_string(sdir.join("state.json"))
@@ -425,8 +471,24 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
         let st: TrainerState = serde_json::from_str(&text).context("trainer_state/state.json")?;
         opt.load(&sdir.join("optimizer.safetensors"), st.step)?;
         start_step = st.step;
+        if let Some(pos) = st.input.filter(|p| p.fingerprint == fingerprint && !p.complete) {
+            if rank == 0 && !args.input.quiet {
+                eprintln!(
+                    "{TOOL}: resuming the same input at epoch {}, batch {} (step {}); {} of {} batches done",
+                    pos.epoch + 1,
+                    pos.batches + 1,
+                    st.step + 1,
+                    pos.epoch * steps_per_epoch + pos.batches,
+                    total_new
+                );
+            }
+            skip = Some((pos.epoch, pos.batches));
+            resumed_decay = Some(st.lr_decay_steps);
+        }
     }
-    let decay_steps = args.lr_decay_steps.unwrap_or(start_step + total_new);
+    let done_before = skip.map_or(0, |(e, b)| e * steps_per_epoch + b);
+    let total_new = total_new - done_before.min(total_new);
+    let decay_steps = args.lr_decay_steps.or(resumed_decay).unwrap_or(start_step + total_new);
     let save_kind = match args.save_dtype.as_str() {
         "auto" => model.config.dtype_name().map(weights::parse_kind).transpose()?.unwrap_or(Kind::Float),
         s => weights::parse_kind(s).map_err(|e| cli::usage(e.to_string()))?,
@@ -450,7 +512,7 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
     }
     let mut rng = crate::rng::Rng::new(args.seed);
     let mut step = start_step;
-    let save = |model: &Model, opt: &AdamW, step: u64| -> Result<()> {
+    let save = |model: &Model, opt: &AdamW, step: u64, pos: InputPosition| -> Result<()> {
         let Some(dest) = &args.save else { return Ok(()) };
         if rank != 0 {
             // Only rank 0 writes; the others wait here for it.
@@ -465,6 +527,7 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
             lr_decay_steps: decay_steps,
             lr_schedule: args.lr_schedule,
             seed: args.seed,
+            input: Some(pos),
         };
         checkpoint::save(model, dest, &save_opts, &model_dir, |dir| {
             let sdir = dir.join("trainer_state");
@@ -480,12 +543,28 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
         Ok(())
     };
 
-    for epoch in 0..args.epochs {
+    let position = |epoch: u64, batches: u64, complete: bool| InputPosition {
+        fingerprint: fingerprint.clone(),
+        samples: n,
+        epoch,
+        batches,
+        complete,
+    };
+    if args.max_steps == Some(0) {
+        return Err(cli::usage("`--max-steps` must be at least 1"));
+    }
+    let mut end = position(args.epochs, 0, true);
+    'epochs: for epoch in 0..args.epochs {
+        // Shuffled every epoch, skipped ones too, so a resumed run sees the
+        // order the interrupted one would have.
         let mut order: Vec<usize> = (0..n).collect();
         if args.shuffle {
             rng.shuffle(&mut order);
         }
-        for chunk in order.chunks(gbs) {
+        for (b, chunk) in order.chunks(gbs).enumerate() {
+            if skip.is_some_and(|(e, k)| epoch < e || (epoch == e && (b as u64) < k)) {
+                continue;
+            }
             let t0 = Instant::now();
             let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, decay_steps, args.lr_schedule);
             // This rank's token-balanced share of the global batch.
@@ -533,8 +612,14 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
             }
             pb.inc(1);
             pb.set_message(format!("loss {:.4}", s.loss / tk));
-            if args.save_interval > 0 && step % args.save_interval == 0 && step < start_step + total_new {
-                save(&model, &opt, step)?;
+            let (e, k) = if b + 1 == steps_per_epoch as usize { (epoch + 1, 0) } else { (epoch, b as u64 + 1) };
+            let last = step == start_step + total_new;
+            if args.max_steps.is_some_and(|m| step - start_step >= m) && !last {
+                end = position(e, k, false);
+                break 'epochs;
+            }
+            if args.save_interval > 0 && step % args.save_interval == 0 && !last {
+                save(&model, &opt, step, position(e, k, false))?;
             }
         }
     }
@@ -542,7 +627,7 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
     if let Some(c) = &critic {
         c.save(&save_opts, &model_dir)?;
     }
-    save(&model, &opt, step)?;
+    save(&model, &opt, step, end)?;
     inp.finish(TOOL, 0)?;
     Ok(ExitCode::SUCCESS)
 }
