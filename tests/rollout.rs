@@ -516,9 +516,10 @@ fn dataset_walk_is_deterministic_and_suffixes_epochs() {
     assert_eq!(epoch0, vec!["p0", "p1", "p2", "p3", "p4"]);
 }
 
-/// A STAND-IN for sgl-router (not the real one: PyPI `sglang-router` is not
-/// installed here): forwards `/generate` round-robin to its workers, lists them
-/// at `GET /workers`, and, like the real router, does not forward `/abort_request`.
+/// A STAND-IN for sgl-router, in front of SGLang-shaped stubs that record each
+/// aborted rid: forwards `/generate` round-robin to its workers, lists them at
+/// `GET /workers`, and, like the real router, does not forward `/abort_request`.
+/// The real sgl-router in front of `arl-serve` workers: `tests/router.rs`.
 fn fake_router(workers: Vec<String>) -> (tokio::runtime::Runtime, String) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();

@@ -58,9 +58,11 @@ pub struct Args {
     pub served_model_name: Option<String>,
 
     /// TEST DOUBLE: answer from a JSONL file of scripted completions
-    /// (`{"completion": TEXT, "when"?: SUBSTRING}`; the entry whose `when`
-    /// occurs latest in the prompt wins, else entries without `when` in turn),
-    /// tokenised with the model's tokenizer, instead of running the model.
+    /// (`{"completion": TEXT, "when"?: SUBSTRING, "token_delay_ms"?: MS}`; the
+    /// entry whose `when` occurs latest in the prompt wins, else entries
+    /// without `when` in turn; a decode step holding a completion with
+    /// `token_delay_ms` takes that long), tokenised with the model's tokenizer,
+    /// instead of running the model.
     /// Only the tokenizer and config of `--model-path` are read
     #[arg(long, value_name = "FILE", help_heading = "Model")]
     pub scripted: Option<PathBuf>,

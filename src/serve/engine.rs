@@ -65,11 +65,15 @@ pub fn context_len_of(dir: &Path) -> usize {
 
 /// One scripted completion: used when `when` occurs in the prompt text (the
 /// entry whose `when` occurs latest wins), or in file order when no entry matches.
+/// `token_delay_ms` makes a decode step holding this completion take that long,
+/// for tests that need requests in flight (aborts, timeouts, routing).
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct Script {
     #[serde(default)]
     pub when: Option<String>,
     pub completion: String,
+    #[serde(default)]
+    pub token_delay_ms: u64,
 }
 
 /// Test double: answers scripted completions (tokenised with the model's
@@ -85,6 +89,8 @@ pub struct ScriptedEngine {
     next_fallback: usize,
     /// Per sequence: planned tokens and how many positions were consumed.
     seqs: HashMap<SeqId, (Vec<u32>, usize)>,
+    /// Per sequence: its script's `token_delay_ms`.
+    delays: HashMap<SeqId, u64>,
 }
 
 impl ScriptedEngine {
@@ -104,10 +110,10 @@ impl ScriptedEngine {
         }
         let eos = *eos_ids(model_dir, &tok).first().context("the model declares no `eos_token_id`")?;
         let vocab = tok.inner.get_vocab_size(true).max(eos as usize + 1);
-        Ok(ScriptedEngine { context: context_len_of(model_dir), tok, scripts, vocab, eos, next_fallback: 0, seqs: HashMap::new() })
+        Ok(ScriptedEngine { context: context_len_of(model_dir), tok, scripts, vocab, eos, next_fallback: 0, seqs: HashMap::new(), delays: HashMap::new() })
     }
 
-    fn plan_for(&mut self, prompt: &str) -> Result<Vec<u32>> {
+    fn plan_for(&mut self, prompt: &str) -> Result<(Vec<u32>, u64)> {
         let mut best: Option<(usize, usize)> = None;
         for (i, s) in self.scripts.iter().enumerate() {
             if let Some(w) = &s.when {
@@ -130,7 +136,7 @@ impl ScriptedEngine {
         };
         let mut ids = self.tok.encode(&self.scripts[idx].completion)?;
         ids.push(self.eos);
-        Ok(ids)
+        Ok((ids, self.scripts[idx].token_delay_ms))
     }
 
     fn row(&self, seq: SeqId, out: &mut Vec<f32>) {
@@ -151,8 +157,11 @@ impl Engine for ScriptedEngine {
     fn prefill(&mut self, seq: SeqId, ids: &[u32], _t: f32, from_row: usize) -> Result<Vec<f32>> {
         if !self.seqs.contains_key(&seq) {
             let prompt = self.tok.decode(ids);
-            let plan = self.plan_for(&prompt)?;
+            let (plan, delay) = self.plan_for(&prompt)?;
             self.seqs.insert(seq, (plan, 0));
+            if delay > 0 {
+                self.delays.insert(seq, delay);
+            }
         } else if let Some(s) = self.seqs.get_mut(&seq) {
             s.1 += ids.len();
         }
@@ -165,6 +174,10 @@ impl Engine for ScriptedEngine {
         Ok(out)
     }
     fn decode(&mut self, seqs: &[SeqId], _last: &[u32], _t: &[f32]) -> Result<Vec<f32>> {
+        let delay = seqs.iter().filter_map(|s| self.delays.get(s)).max().copied().unwrap_or(0);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+        }
         let mut out = Vec::with_capacity(seqs.len() * self.vocab);
         for &s in seqs {
             if let Some(st) = self.seqs.get_mut(&s) {
@@ -176,6 +189,7 @@ impl Engine for ScriptedEngine {
     }
     fn release(&mut self, seq: SeqId) {
         self.seqs.remove(&seq);
+        self.delays.remove(&seq);
     }
     fn reload(&mut self, dir: &Path) -> Result<()> {
         // The double has no weights; it checks what a real load would need.

@@ -32,13 +32,26 @@ pub struct AppState {
     pub port: u16,
     counter: AtomicU64,
     seed: u64,
+    /// `/generate` and `/abort_request` calls received (in `/get_server_info`).
+    generate_calls: AtomicU64,
+    abort_calls: AtomicU64,
 }
 
 impl AppState {
     pub fn new(cfg: Config, tx: crossbeam_channel::Sender<Cmd>, shared: Arc<Shared>, tok: Arc<Tokenizer>, port: u16) -> AppState {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let seed = crate::rng::mix(&[nanos, std::process::id() as u64, port as u64]);
-        AppState { cfg, tx, shared, tok, port, counter: AtomicU64::new(0), seed }
+        AppState {
+            cfg,
+            tx,
+            shared,
+            tok,
+            port,
+            counter: AtomicU64::new(0),
+            seed,
+            generate_calls: AtomicU64::new(0),
+            abort_calls: AtomicU64::new(0),
+        }
     }
 
     /// A fresh 32-hex-digit id, like `uuid4().hex`.
@@ -70,6 +83,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(health))
         .route("/health_generate", get(health_generate))
         .route("/get_model_info", get(model_info))
+        // Newer SGLang names (sgl-router asks for these first).
+        .route("/model_info", get(model_info))
+        .route("/server_info", get(server_info))
         .route("/get_weight_version", get(weight_version))
         .route("/get_server_info", get(server_info))
         .route("/get_load", get(load))
@@ -609,6 +625,7 @@ fn abort_status(states: &[ItemState]) -> Option<(StatusCode, String)> {
 }
 
 async fn generate(State(st): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    st.generate_calls.fetch_add(1, Ordering::Relaxed);
     let m = match parse_body(body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -741,6 +758,9 @@ async fn server_info(State(st): State<Arc<AppState>>) -> Json<Value> {
         "max_req_input_len": c.context_len.saturating_sub(1),
         "internal_states": [load_json(&st)],
         "version": format!("arl-serve {}", env!("CARGO_PKG_VERSION")),
+        // arl's own counters (not in SGLang): calls received since start.
+        "arl_generate_calls": st.generate_calls.load(Ordering::Relaxed),
+        "arl_abort_calls": st.abort_calls.load(Ordering::Relaxed),
     }))
 }
 
@@ -791,6 +811,7 @@ async fn continue_generation(State(st): State<Arc<AppState>>) -> Response {
 }
 
 async fn abort_request(State(st): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    st.abort_calls.fetch_add(1, Ordering::Relaxed);
     let m = match parse_body(body) {
         Ok(m) => m,
         Err(r) => return r,
