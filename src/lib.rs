@@ -32,3 +32,9 @@ pub mod stats;
 pub mod train;
 
 pub use record::{Record, Status};
+
+/// mimalloc for every binary that links this library (all of arl's): many
+/// small short-lived allocations per record and per request, where glibc's
+/// malloc spent a quarter of `arl-rollout`'s CPU (`scripts/bench/rollout.sh`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

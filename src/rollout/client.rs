@@ -132,17 +132,20 @@ impl Client {
             }
             let at = ep + attempt as usize;
             let rid = format!("arl-{}-{}", std::process::id(), self.seq.fetch_add(1, Ordering::Relaxed));
-            let body = json!({
-                "rid": rid,
-                "input_ids": input_ids,
-                "sampling_params": sampling,
-                "return_logprob": true,
-            });
+            // Serialised straight from the slices (a `json!` tree would box every token id).
+            let body = serde_json::to_vec(&GenerateBody { rid: &rid, input_ids, sampling_params: sampling, return_logprob: true })
+                .map_err(|e| GenError::Fatal(e.into()))?;
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut m) = self.inflight.lock() {
                 m.insert(rid.clone(), at);
             }
-            let send = self.http.post(format!("{}/generate", self.base(at))).json(&body).timeout(self.cfg.timeout).send();
+            let send = self
+                .http
+                .post(format!("{}/generate", self.base(at)))
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body)
+                .timeout(self.cfg.timeout)
+                .send();
             let outcome = tokio::select! {
                 r = send => Some(r),
                 _ = self.cancel_notify.notified() => None,
@@ -155,12 +158,12 @@ impl Client {
                 }
                 Some(r) => r,
             };
-            let res: Result<Value, (bool, anyhow::Error)> = match outcome {
+            let res: Result<bytes::Bytes, (bool, anyhow::Error)> = match outcome {
                 Err(e) => Err((true, anyhow::Error::new(e).context(format!("POST {}/generate", self.base(at))))),
                 Ok(resp) => {
                     let status = resp.status();
                     if status.is_success() {
-                        resp.json::<Value>().await.map_err(|e| (true, anyhow::Error::new(e).context("reading the /generate answer")))
+                        resp.bytes().await.map_err(|e| (true, anyhow::Error::new(e).context("reading the /generate answer")))
                     } else {
                         let text = resp.text().await.unwrap_or_default();
                         let retry = matches!(status.as_u16(), 408 | 429 | 500..=599);
@@ -172,7 +175,7 @@ impl Client {
                 m.remove(&rid);
             }
             match res {
-                Ok(v) => return parse_generation(&v, input_ids.len()).map_err(GenError::Fatal),
+                Ok(b) => return parse_generation_bytes(&b).map_err(GenError::Fatal),
                 Err((true, _e)) if attempt < self.cfg.max_retries => {
                     attempt += 1;
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -253,38 +256,77 @@ impl Client {
 }
 
 /// Reads a `/generate` answer (a single object, or a one-element batch).
-pub fn parse_generation(v: &Value, _prompt_len: usize) -> Result<Generation> {
-    let v = match v {
-        Value::Array(a) if a.len() == 1 => &a[0],
-        other => other,
+#[derive(serde::Serialize)]
+struct GenerateBody<'a> {
+    rid: &'a str,
+    input_ids: &'a [u32],
+    sampling_params: &'a Value,
+    return_logprob: bool,
+}
+
+/// The parts of a `/generate` answer that rollout reads, deserialised
+/// directly (no `Value` tree: this runs once per turn of every sample).
+#[derive(serde::Deserialize)]
+struct Answer {
+    #[serde(default)]
+    output_ids: Option<Vec<u32>>,
+    meta_info: Option<AnswerMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct AnswerMeta {
+    #[serde(default)]
+    output_token_logprobs: Option<Vec<(Option<f64>, Option<u64>, serde::de::IgnoredAny)>>,
+    #[serde(default)]
+    finish_reason: Option<FinishReason>,
+    #[serde(default)]
+    weight_version: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum FinishReason {
+    Typed {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    },
+    Plain(String),
+}
+
+/// Parses a `/generate` answer body (one object, or a list of one).
+pub fn parse_generation_bytes(body: &[u8]) -> Result<Generation> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    let a: Answer = if first == Some(b'[') {
+        let mut v: Vec<Answer> = serde_json::from_slice(body).context("the /generate answer is not the expected JSON")?;
+        if v.len() != 1 {
+            bail!("/generate answered {} results for one prompt", v.len());
+        }
+        v.pop().expect("one")
+    } else {
+        serde_json::from_slice(body).context("the /generate answer is not the expected JSON")?
     };
-    let meta = v.get("meta_info").ok_or_else(|| anyhow!("/generate answer without `meta_info`"))?;
+    let meta = a.meta_info.ok_or_else(|| anyhow!("/generate answer without `meta_info`"))?;
     let lps = meta
-        .get("output_token_logprobs")
-        .and_then(Value::as_array)
+        .output_token_logprobs
         .ok_or_else(|| anyhow!("/generate answer without `meta_info.output_token_logprobs` (return_logprob ignored?)"))?;
     let mut logprobs = Vec::with_capacity(lps.len());
     let mut lp_ids = Vec::with_capacity(lps.len());
-    for e in lps {
-        let lp = e.get(0).and_then(Value::as_f64).unwrap_or(0.0) as f32;
-        let id = e.get(1).and_then(Value::as_u64).ok_or_else(|| anyhow!("`output_token_logprobs` entry without a token id: {e}"))?;
-        logprobs.push(lp);
+    for (i, (lp, id, _)) in lps.into_iter().enumerate() {
+        let id = id.ok_or_else(|| anyhow!("`output_token_logprobs` entry {i} without a token id"))?;
+        logprobs.push(lp.unwrap_or(0.0) as f32);
         lp_ids.push(id as u32);
     }
-    let output_ids: Vec<u32> = match v.get("output_ids").and_then(Value::as_array) {
-        Some(ids) => ids.iter().map(|x| x.as_u64().map(|u| u as u32).ok_or_else(|| anyhow!("`output_ids`: not a token id: {x}"))).collect::<Result<_>>()?,
-        None => lp_ids.clone(),
-    };
+    let output_ids = a.output_ids.unwrap_or_else(|| lp_ids.clone());
     if output_ids != lp_ids {
         bail!("`output_ids` ({} tokens) and `output_token_logprobs` ({} entries) disagree", output_ids.len(), lp_ids.len());
     }
-    let finish = match meta.get("finish_reason") {
-        Some(Value::Object(o)) => o.get("type").and_then(Value::as_str).unwrap_or("unknown").to_string(),
-        Some(Value::String(s)) => s.clone(),
-        _ => "unknown".to_string(),
+    let finish = match meta.finish_reason {
+        Some(FinishReason::Typed { kind }) => kind.unwrap_or_else(|| "unknown".to_string()),
+        Some(FinishReason::Plain(s)) => s,
+        None => "unknown".to_string(),
     };
-    let weight_version = match meta.get("weight_version") {
-        Some(Value::String(s)) => Some(s.clone()),
+    let weight_version = match meta.weight_version {
+        Some(Value::String(s)) => Some(s),
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => None,
     };
