@@ -91,8 +91,29 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     .ok();
     let games = jsonl(&std::fs::read(p.join("games.jsonl")).unwrap());
     assert_eq!(games.len(), 2, "one record per seat");
-    let (x, o) = (&games[0], &games[1]);
     let id = tasks[0]["prompt_id"].as_str().unwrap();
+    // --resume knows a task is done when both seats' groups are in the file.
+    let again = run_in(
+        p,
+        "arl-rollout",
+        &["--arena", "-i", "tasks.jsonl", "--endpoint", &policy.url, "--tokenizer", "model", "--illegal-retries", "1", "-o", "games.jsonl", "--resume"],
+        b"",
+    )
+    .ok();
+    assert!(again.stderr.contains("1 groups written (1 resumed)") && again.stderr.contains("0 requests"), "{}", again.stderr);
+    assert_eq!(jsonl(&std::fs::read(p.join("games.jsonl")).unwrap()), games);
+    // A torn write that kept only seat x's group: the task is played again, not half-kept.
+    std::fs::write(p.join("torn.jsonl.partial"), to_jsonl(&games[..1])).unwrap();
+    run_in(
+        p,
+        "arl-rollout",
+        &["-q", "--arena", "-i", "tasks.jsonl", "--endpoint", &policy.url, "--tokenizer", "model", "--illegal-retries", "1", "-o", "torn.jsonl", "--resume"],
+        b"",
+    )
+    .ok();
+    let redone = jsonl(&std::fs::read(p.join("torn.jsonl")).unwrap());
+    assert_eq!(redone.iter().map(|r| r["prompt_id"].as_str().unwrap()).collect::<Vec<_>>(), vec![format!("{id}:x"), format!("{id}:o")]);
+    let (x, o) = (&games[0], &games[1]);
     assert_eq!(x["prompt_id"], format!("{id}:x"));
     assert_eq!(o["prompt_id"], format!("{id}:o"));
     assert_eq!(x["metadata"]["episode_id"], o["metadata"]["episode_id"]);
@@ -139,7 +160,7 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
         "arl-rollout",
         &[
             "-q", "--arena", "-i", "tasks.jsonl", "--endpoint", &policy.url, "--opponent-endpoint", &opp.url, "--tokenizer", "model", "--illegal-retries", "1", "-n",
-            "2", "-o", "forfeit.jsonl",
+            "2", "--rm", "game", "-o", "forfeit.jsonl",
         ],
         b"",
     )
@@ -156,8 +177,12 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
         assert_eq!(a["forfeit"]["seat"], "o");
         assert!(a["forfeit"]["why"].as_str().unwrap().contains("no `move` tool call"));
     }
+    // Scored inline by `--rm game` with the default values.
+    let inline: Vec<f64> = games.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
+    assert_eq!(inline, vec![1.0, 1.0, -1.0, -1.0]);
     let o = &games[2];
     assert_eq!(o["metadata"]["arena"]["player"], "opponent");
+    assert_eq!(games[0]["metadata"]["arena"]["opponent"], opp.url.as_str());
     assert_eq!(o["metadata"]["arena"]["illegal_moves"], 2);
     assert_eq!(o["turns"], 2);
     assert!(masked_text(o, 0).contains("1 more illegal attempt and you forfeit"));

@@ -147,6 +147,7 @@ pub async fn play(arena: &Arena, shared: [&Shared; 2], game: Game, opening: &[i6
             let s = board.to_move();
             let sh = shared[s];
             let mut attempt = 1u32;
+            let mut aborts = 0u32;
             let mv = loop {
                 let seat = &mut seats[s];
                 if !seat.started {
@@ -177,6 +178,7 @@ pub async fn play(arena: &Arena, shared: [&Shared; 2], game: Game, opening: &[i6
                 let mut sp = sh.sampling.clone();
                 sp.insert("max_new_tokens".into(), budget.into());
                 let g = sh.client.generate(seat.endpoint, &seat.ep.tokens, &Value::Object(sp)).await?;
+                sh.client.stats.prompt_tokens.fetch_add(seat.ep.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 sh.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 let start = seat.ep.tokens.len();
                 seat.ep.tokens.extend_from_slice(&g.output_ids);
@@ -186,9 +188,21 @@ pub async fn play(arena: &Arena, shared: [&Shared; 2], game: Game, opening: &[i6
                     seat.ep.weight_versions.push(v);
                 }
                 seat.ep.finish_reason = g.finish.clone();
-                if g.finish == "abort" && sh.client.is_cancelled() {
-                    return Err(GenError::Cancelled);
+                if g.finish == "abort" {
+                    if sh.client.is_cancelled() {
+                        return Err(GenError::Cancelled);
+                    }
+                    // The server aborted on its own (a weight update): continue
+                    // the same turn, as a partial rollout spanning two versions.
+                    aborts += 1;
+                    if aborts > 5 {
+                        seat.ep.status = Some(Status::Aborted);
+                        forfeit = Some((s, "the server aborted the turn 6 times".to_string()));
+                        break None;
+                    }
+                    continue;
                 }
+                aborts = 0;
                 seat.ep.turns += 1;
                 let text = sh.tokenizer.decode(&seat.ep.tokens[start..]);
                 let calls = parse_tool_calls(&text);

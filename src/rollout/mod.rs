@@ -326,18 +326,13 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
         prompts.iter().zip(&positions).filter_map(|(p, pos)| Some((p.prompt_id.clone()?, pos.clone()))).collect();
     let selected = walk(prompts, args.batch_size, args.step, args.seed);
 
-    let mut out = output::Output::open(&args.output, out_path.as_deref(), args.resume, n)?;
+    let mut out = output::Output::open(&args.output, out_path.as_deref(), args.resume, if args.arena { 2 * n } else { n }, args.arena)?;
     let resumed = out.done.len() as u64;
     let mut jobs = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for rec in selected {
         let id = rec.prompt_id.clone().unwrap_or_default();
-        let done = if args.arena {
-            crate::arena::SEATS.iter().all(|s| out.done.contains(&format!("{id}:{s}")))
-        } else {
-            out.done.contains(&id)
-        };
-        if done {
+        if out.done.contains(&id) {
             continue;
         }
         if !seen.insert(id.clone()) {
