@@ -3,6 +3,7 @@
 //! The binaries in `bin/` are thin mains; the work lives here. See
 //! `src/README.md` for what each module is for.
 pub mod advantage;
+pub mod arena;
 pub mod chat;
 pub mod cli;
 pub mod cmd;

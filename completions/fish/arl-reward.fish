@@ -7,6 +7,8 @@ remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"
 sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
+arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
 complete -c arl-reward -l map -d 'With `--rm auto`: route `data_source` SRC to reward NAME (repeatable)' -r
 complete -c arl-reward -l default-rm -d 'With `--rm auto`: the reward for a `data_source` not in the mapping (default: none, such records are errors)' -r -f -a "math\t'Last `\\boxed{}` or `Answer:` line, normalised, compared by value; hedged answers score 0'
@@ -18,6 +20,8 @@ remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"
 sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
+arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
 complete -c arl-reward -l tolerance -d 'math: relative tolerance for numbers (0 = exact comparison of rationals)' -r
 complete -c arl-reward -l pattern -d 'regex: the pattern (Rust regex syntax)' -r
@@ -38,6 +42,35 @@ complete -c arl-reward -l overlong-buffer -d 'DAPO: the penalty grows linearly o
 complete -c arl-reward -l overlong-penalty-factor -d 'DAPO: the penalty at and beyond `--max-response-len`' -r
 complete -c arl-reward -l format-bonus -d 'Format bonus: added when the response matches `--format-pattern`' -r
 complete -c arl-reward -l format-pattern -d 'Format bonus: the pattern (e.g. `(?s)<think>.*</think>.*\\\\boxed`)' -r
+complete -c arl-reward -l game-win -d 'game: the reward of a win' -r
+complete -c arl-reward -l game-draw -d 'game: the reward of a draw' -r
+complete -c arl-reward -l game-loss -d 'game: the reward of a loss' -r
+complete -c arl-reward -l game-forfeit -d 'game: the reward of a loss by this seat\'s forfeit; default: `--game-loss`' -r
+complete -c arl-reward -l arena -d 'arena: the tournament format' -r -f -a "round-robin\t'Every pair meets once; reward = win rate'
+elimination\t'Single-elimination bracket; reward = rounds advanced / rounds'"
+complete -c arl-reward -l judge -d 'arena: who decides a match' -r -f -a "longer\t'The longer response wins (characters); equal lengths tie'
+shorter\t'The shorter response wins'
+score\t'The higher base score of `--judge-rm` (against the label) wins'
+cmd\t'An external program (`--judge-cmd`)'
+model\t'A model behind an OpenAI-style endpoint (`--judge-url`)'"
+complete -c arl-reward -l judge-rm -d 'arena, `--judge score`: the reward function whose base score decides (math, exact, f1, regex)' -r -f -a "math\t'Last `\\boxed{}` or `Answer:` line, normalised, compared by value; hedged answers score 0'
+exact\t'The answer part equals the label (or one of a list of labels)'
+f1\t'SQuAD token F1 of the answer part against the label(s)'
+regex\t'`--weight` when the response matches `--pattern` (a format reward)'
+code\t'Run the last fenced code block against the label\'s tests in the sandbox; fraction passed'
+remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
+sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
+api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
+cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
+arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
+auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
+complete -c arl-reward -l judge-cmd -d 'arena, `--judge cmd`: the judge program, run once with `sh -c`' -r
+complete -c arl-reward -l judge-url -d 'arena, `--judge model`: the judge server (base URL, or the full `/v1/chat/completions` URL)' -r
+complete -c arl-reward -l judge-model -d 'arena, `--judge model`: the `model` field of the request' -r
+complete -c arl-reward -l judge-max-tokens -d 'arena, `--judge model`: most tokens of the judge\'s reply' -r
+complete -c arl-reward -l judge-api-key -d 'arena, `--judge model`: sent as `Authorization: Bearer KEY`' -r
+complete -c arl-reward -l arena-seed -d 'arena: seed of the elimination tie-break coins' -r
 complete -c arl-reward -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-reward -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"
@@ -47,6 +80,8 @@ complete -c arl-reward -l format -d 'Output format; default: from the output\'s 
 parquet\t''"
 complete -c arl-reward -l explain -d 'Print to stderr, per record, a short account of why it got its reward'
 complete -c arl-reward -l by-group -d 'cmd: send one group (records sharing `prompt_id`) per line as a JSON array; the program answers one JSON array of rewards per group'
+complete -c arl-reward -l judge-swap -d 'arena, `--judge model`: ask both orders (A/B and B/A); a verdict that flips is a tie'
+complete -c arl-reward -l judge-strict -d 'arena: a judge error fails the run instead of counting as a tie'
 complete -c arl-reward -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-reward -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-reward -s V -l version -d 'Print version'

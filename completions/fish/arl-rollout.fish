@@ -41,13 +41,17 @@ complete -c arl-rollout -l tool-timeout -d 'Timeout of one tool call, in seconds
 complete -c arl-rollout -l batch-size -d 'Take the K-th batch of N prompts of a seeded shuffle, epoch after epoch (`prompt_id@<epoch>` from the second epoch on); default: every prompt once, in order' -r
 complete -c arl-rollout -l step -d 'Which batch (with `--batch-size`), counted from 0' -r
 complete -c arl-rollout -l seed -d 'Shuffle seed (with `--batch-size`)' -r
-complete -c arl-rollout -l rm -d 'Score each trajectory inline with a rule reward of `arl-reward` (`math`, `exact`, `f1`), for single-process use; piping into `arl-reward` is the general form (sandboxed code tests, remote and plug-in rewards, shaping)' -r -f -a "math\t''
+complete -c arl-rollout -l rm -d 'Score each trajectory inline with a rule reward of `arl-reward` (`math`, `exact`, `f1`), for single-process use; piping into `arl-reward` is the general form (sandboxed code tests, remote and plug-in rewards, shaping) (`game` scores arena games from their result with `arl-reward --rm game`\'s defaults)' -r -f -a "math\t''
 exact\t''
-f1\t''"
+f1\t''
+game\t''"
+complete -c arl-rollout -l opponent-endpoint -d 'Arena: seat `o` is played by the policy behind this server (same tokenizer) instead of by the `--endpoint` policy itself (self-play); its records say `metadata.arena.player` = `opponent`' -r
+complete -c arl-rollout -l illegal-retries -d 'Arena: refused attempts a seat may retry per move before it forfeits (0: the first illegal move forfeits)' -r
 complete -c arl-rollout -l target-groups -d 'Over-sampling: stop when N groups are complete and abort the remaining requests (`/abort_request`); unfinished groups are not written' -r
 complete -c arl-rollout -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-rollout -l resume -d 'Continue an interrupted run: keep the complete groups of `-o FILE`\'s `FILE.partial` (or of FILE) and skip their `prompt_id`s'
 complete -c arl-rollout -l no-chat-template -d 'Tokenise the prompt text as is, without the chat template (no tools)'
 complete -c arl-rollout -l python-stateful -d '`python` keeps variables across calls within an episode, like a notebook kernel'
+complete -c arl-rollout -l arena -d 'Arena mode: the input records are game tasks (`arl-tasks arena`: `metadata.game` = `tictactoe` or `connect4`, optional `metadata.opening` moves); each of the `-n` samples is one game between two seats, `x` (moves first) and `o`, playing in turn with the `move` tool (`{"cell": 1-9}` or `{"column": 1-7}`). Every game gives two records, `prompt_id` `<task id>:x` and `<task id>:o` (each seat\'s games form a group), `sample_index` the game, linked by `metadata.episode_id`, with the result in `metadata.arena` (seat, opponent, result, winner, reason, moves, final board); score them with `arl-reward --rm game`. A turn must hold exactly one legal `move` call; anything else is refused with an observation saying why, and after `--illegal-retries` refused attempts at one move the seat forfeits (as it does when its `--max-response-len` runs out). `--max-turns` and tool flags do not apply'
 complete -c arl-rollout -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-rollout -s V -l version -d 'Print version'

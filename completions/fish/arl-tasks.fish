@@ -10,6 +10,8 @@ complete -c arl-tasks -l noise -d 'arith: share of demonstrations that skip the 
 complete -c arl-tasks -l easy-level -d 'arith with `--mixed`: highest level counted easy. Level 1 (the 81 one-digit sums) is what a small model learns by heart, so that answering without the tool is really the better choice there' -r
 complete -c arl-tasks -l easy-tool-rate -d 'arith with `--mixed`: share of easy demonstrations that call the calculator anyway (SFT data for a policy that over-uses the tool)' -r
 complete -c arl-tasks -l tool-cost -d 'arith: cost per tool call, written to `metadata.tool_cost`; `arl-reward` subtracts cost × `tool_calls` from the reward' -r
+complete -c arl-tasks -l game -d 'arena: the game (`tictactoe`: 3x3, three in a row; `connect4`: 7x6, four in a row)' -r -f -a "tictactoe\t''
+connect4\t''"
 complete -c arl-tasks -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
 complete -c arl-tasks -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
 parquet\t''"

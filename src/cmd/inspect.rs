@@ -279,6 +279,16 @@ pub fn render(pos: &crate::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_tok
     if let Some(l) = &r.label {
         s += &format!("label {l}\n");
     }
+    if let Some(g) = r.metadata.as_ref().and_then(crate::arena::render::game_section) {
+        s += &st.head("arena game");
+        s += "\n";
+        s += &g;
+    }
+    if let Some(t) = r.reward_detail.as_ref().and_then(crate::arena::render::tournament_section) {
+        s += &st.head("arena tournament");
+        s += "\n";
+        s += &t;
+    }
     if let Some(p) = &r.prompt {
         s += &st.head("prompt");
         s += "\n";

@@ -36,6 +36,12 @@ pub enum RmName {
     Api,
     /// An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record
     Cmd,
+    /// The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`):
+    /// `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`
+    Game,
+    /// Tournament-ranked rewards: the samples of each prompt meet in a
+    /// `--arena round-robin` or `elimination` tournament decided by `--judge`
+    Arena,
     /// Choose per record by `data_source` (`--map`, `--default-rm`)
     Auto,
 }
@@ -56,6 +62,36 @@ pub enum RmName {
 /// arith, math, gsm8k, openai/gsm8k, math_dapo → math, code → code, sql → sql
 /// and api → api;
 /// `--map SRC=NAME` adds or overrides, `--default-rm` covers the rest.
+/// tictactoe and connect4 (arena games) → game.
+///
+/// `--rm game` reads the game result that `arl-rollout --arena` writes to
+/// `metadata.arena`: a win scores `--game-win` (1), a draw `--game-draw` (0),
+/// a loss `--game-loss` (-1), a loss by this seat's own forfeit (illegal
+/// moves, out of tokens) `--game-forfeit` (default: `--game-loss`). With the
+/// defaults the two seats of a game sum to 0; `--game-draw 0.5 --game-loss 0`
+/// makes them sum to 1.
+///
+/// `--rm arena` (tournament-ranked rewards, as in ArenaRL): the records of
+/// each `prompt_id` (a group, at least two) meet in a tournament and a judge
+/// decides each match. `--arena round-robin`: every pair once, reward =
+/// (wins + ties/2) / (n-1), the win rate. `--arena elimination`: a
+/// single-elimination bracket in input order (1 v 2, 3 v 4, …; an odd one out
+/// gets a bye), reward = rounds advanced / ceil(log2 n), so the champion gets
+/// 1 and first-round losers 0; a tied match is settled by a coin seeded with
+/// `--arena-seed` and the prompt_id. A judge error (an unreadable verdict, an
+/// HTTP failure) counts as a tie and is recorded in the match (`--judge-strict`
+/// makes it fatal). `reward_detail` holds the rank, wins/ties/losses, the
+/// group's ranking (sample indices, best first) and every match the record
+/// played with the judge's answer.
+///
+/// Judges: `longer` / `shorter` (response length in characters), `score`
+/// (the higher base score of `--judge-rm` against the label wins), `cmd`
+/// (`--judge-cmd`, started once: one JSON line per match on stdin,
+/// `{"prompt_id", "prompt", "label", "a", "b", "a_index", "b_index"}`; one line
+/// back: `"a"`, `"b"`, `"tie"`, `{"winner": …}` or the probability that A is
+/// better), `model` (`--judge-url`, an OpenAI-style `/v1/chat/completions`
+/// server asked to end its reply with `[[A]]`, `[[B]]` or `[[tie]]`; the last
+/// marker counts; `--judge-swap` asks both orders and calls a flip a tie).
 #[derive(Debug, Parser)]
 #[command(name = "arl-reward", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
@@ -160,10 +196,94 @@ pub struct Args {
     #[arg(long, value_name = "REGEX", help_heading = "Shaping")]
     pub format_pattern: Option<String>,
 
+    /// game: the reward of a win
+    #[arg(long, default_value_t = 1.0, value_name = "R", allow_hyphen_values = true, help_heading = "game")]
+    pub game_win: f32,
+
+    /// game: the reward of a draw
+    #[arg(long, default_value_t = 0.0, value_name = "R", allow_hyphen_values = true, help_heading = "game")]
+    pub game_draw: f32,
+
+    /// game: the reward of a loss
+    #[arg(long, default_value_t = -1.0, value_name = "R", allow_hyphen_values = true, help_heading = "game")]
+    pub game_loss: f32,
+
+    /// game: the reward of a loss by this seat's forfeit; default: `--game-loss`
+    #[arg(long, value_name = "R", allow_hyphen_values = true, help_heading = "game")]
+    pub game_forfeit: Option<f32>,
+
+    /// arena: the tournament format
+    #[arg(long = "arena", value_enum, default_value_t = ArenaFormat::RoundRobin, value_name = "FORMAT", help_heading = "arena")]
+    pub arena_format: ArenaFormat,
+
+    /// arena: who decides a match
+    #[arg(long, value_enum, default_value_t = JudgeKind::Score, value_name = "JUDGE", help_heading = "arena")]
+    pub judge: JudgeKind,
+
+    /// arena, `--judge score`: the reward function whose base score decides (math, exact, f1, regex)
+    #[arg(long, value_enum, default_value_t = RmName::Exact, value_name = "NAME", help_heading = "arena")]
+    pub judge_rm: RmName,
+
+    /// arena, `--judge cmd`: the judge program, run once with `sh -c`
+    #[arg(long, value_name = "COMMAND", help_heading = "arena")]
+    pub judge_cmd: Option<String>,
+
+    /// arena, `--judge model`: the judge server (base URL, or the full `/v1/chat/completions` URL)
+    #[arg(long, value_name = "URL", help_heading = "arena")]
+    pub judge_url: Option<String>,
+
+    /// arena, `--judge model`: the `model` field of the request
+    #[arg(long, default_value = "default", value_name = "NAME", help_heading = "arena")]
+    pub judge_model: String,
+
+    /// arena, `--judge model`: most tokens of the judge's reply
+    #[arg(long, default_value_t = 512, value_name = "N", help_heading = "arena")]
+    pub judge_max_tokens: u32,
+
+    /// arena, `--judge model`: sent as `Authorization: Bearer KEY`
+    #[arg(long, env = "ARL_JUDGE_API_KEY", value_name = "KEY", hide_env_values = true, help_heading = "arena")]
+    pub judge_api_key: Option<String>,
+
+    /// arena, `--judge model`: ask both orders (A/B and B/A); a verdict that flips is a tie
+    #[arg(long, help_heading = "arena")]
+    pub judge_swap: bool,
+
+    /// arena: a judge error fails the run instead of counting as a tie
+    #[arg(long, help_heading = "arena")]
+    pub judge_strict: bool,
+
+    /// arena: seed of the elimination tie-break coins
+    #[arg(long, default_value_t = 0, value_name = "S", help_heading = "arena")]
+    pub arena_seed: u64,
+
     #[command(flatten)]
     pub input: InputArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// A tournament format of `--rm arena`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArenaFormat {
+    /// Every pair meets once; reward = win rate
+    RoundRobin,
+    /// Single-elimination bracket; reward = rounds advanced / rounds
+    Elimination,
+}
+
+/// The judge of `--rm arena`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JudgeKind {
+    /// The longer response wins (characters); equal lengths tie
+    Longer,
+    /// The shorter response wins
+    Shorter,
+    /// The higher base score of `--judge-rm` (against the label) wins
+    Score,
+    /// An external program (`--judge-cmd`)
+    Cmd,
+    /// A model behind an OpenAI-style endpoint (`--judge-url`)
+    Model,
 }
 
 const DEFAULT_MAP: &[(&str, RmName)] = &[
@@ -175,6 +295,8 @@ const DEFAULT_MAP: &[(&str, RmName)] = &[
     ("code", RmName::Code),
     ("sql", RmName::Sql),
     ("api", RmName::Api),
+    ("tictactoe", RmName::Game),
+    ("connect4", RmName::Game),
 ];
 
 fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
@@ -202,7 +324,14 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
             let client = crate::tools::openapi::BlockingApi::new(api, Duration::from_secs_f64(a.timeout))?;
             Rm::Api(reward::api::ApiOpts { client: std::sync::Arc::new(client) })
         }
+        RmName::Game => Rm::Game(reward::arena::GameOpts {
+            win: a.game_win,
+            draw: a.game_draw,
+            loss: a.game_loss,
+            forfeit: a.game_forfeit.unwrap_or(a.game_loss),
+        }),
         RmName::Cmd => return Err(cli::usage("`cmd` cannot be chosen per record; use `--rm cmd` on its own")),
+        RmName::Arena => return Err(cli::usage("`arena` ranks whole groups and cannot be chosen per record; use `--rm arena` on its own")),
         RmName::Auto => return Err(cli::usage("`auto` cannot map to `auto`")),
     })
 }
@@ -221,7 +350,7 @@ fn parse_name(s: &str) -> Result<RmName> {
 
 fn build_spec(a: &Args) -> Result<Option<Spec>> {
     let rm = match a.rm {
-        RmName::Cmd => None,
+        RmName::Cmd | RmName::Arena => None,
         RmName::Auto => {
             let mut names: BTreeMap<String, RmName> = DEFAULT_MAP.iter().map(|(k, v)| (k.to_string(), *v)).collect();
             for m in &a.map {
@@ -312,6 +441,26 @@ fn who(r: &Record, pos: &crate::io::Pos) -> String {
     }
 }
 
+fn build_judge(a: &Args) -> Result<reward::arena::Judge> {
+    use reward::arena::{CmdJudge, Judge, ModelJudge};
+    Ok(match a.judge {
+        JudgeKind::Longer => Judge::Longer,
+        JudgeKind::Shorter => Judge::Shorter,
+        JudgeKind::Score => match a.judge_rm {
+            RmName::Math | RmName::Exact | RmName::F1 | RmName::Regex => Judge::Score(Box::new(build_rm(a, a.judge_rm)?)),
+            _ => return Err(cli::usage("`--judge-rm`: a judge score must be a rule reward (math, exact, f1, regex)")),
+        },
+        JudgeKind::Cmd => {
+            let c = a.judge_cmd.as_deref().ok_or_else(|| cli::usage("`--judge cmd` needs `--judge-cmd COMMAND`"))?;
+            Judge::Cmd(CmdJudge::start(c)?)
+        }
+        JudgeKind::Model => {
+            let u = a.judge_url.as_deref().ok_or_else(|| cli::usage("`--judge model` needs `--judge-url URL`"))?;
+            Judge::Model(ModelJudge::new(u, &a.judge_model, a.judge_max_tokens, a.judge_swap, Duration::from_secs_f64(a.timeout), a.judge_api_key.clone())?)
+        }
+    })
+}
+
 pub fn run(a: Args) -> Result<ExitCode> {
     if a.concurrency == 0 {
         return Err(cli::usage("`--concurrency` must be at least 1"));
@@ -348,6 +497,22 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 let res = score_batch(spec, &recs, a.concurrency);
                 emit(&mut inp, &mut out, batch, res)?;
             }
+        }
+        None if a.rm == RmName::Arena => {
+            let mut judge = build_judge(&a)?;
+            let batch = inp.read_all()?;
+            let recs: Vec<Record> = batch.iter().map(|(_, r)| r.clone()).collect();
+            let format = match a.arena_format {
+                ArenaFormat::RoundRobin => crate::arena::tournament::Format::RoundRobin,
+                ArenaFormat::Elimination => crate::arena::tournament::Format::Elimination,
+            };
+            let raw = reward::arena::score_groups(format, &mut judge, &recs, a.arena_seed, a.judge_strict)?;
+            if let reward::arena::Judge::Cmd(c) = judge {
+                c.finish()?;
+            }
+            let shaping = Spec { rm: Rm::Exact, sandbox: None, overlong: overlong(&a)?, format: format_bonus(&a)? };
+            let res = raw.into_iter().zip(&recs).map(|(s, r)| s.map(|s| reward::shape(&shaping, r, s, "arena"))).collect();
+            emit(&mut inp, &mut out, batch, res)?;
         }
         None => {
             let command = a.command.clone().ok_or_else(|| cli::usage("`--rm cmd` needs `--cmd COMMAND`"))?;

@@ -177,8 +177,36 @@ pub struct Args {
     /// Score each trajectory inline with a rule reward of `arl-reward` (`math`,
     /// `exact`, `f1`), for single-process use; piping into `arl-reward` is the
     /// general form (sandboxed code tests, remote and plug-in rewards, shaping)
-    #[arg(long, value_name = "NAME", value_parser = ["math", "exact", "f1"], help_heading = "Reward")]
+    /// (`game` scores arena games from their result with `arl-reward --rm game`'s defaults)
+    #[arg(long, value_name = "NAME", value_parser = ["math", "exact", "f1", "game"], help_heading = "Reward")]
     pub rm: Option<String>,
+
+    /// Arena mode: the input records are game tasks (`arl-tasks arena`:
+    /// `metadata.game` = `tictactoe` or `connect4`, optional `metadata.opening`
+    /// moves); each of the `-n` samples is one game between two seats, `x`
+    /// (moves first) and `o`, playing in turn with the `move` tool
+    /// (`{"cell": 1-9}` or `{"column": 1-7}`). Every game gives two records,
+    /// `prompt_id` `<task id>:x` and `<task id>:o` (each seat's games form a
+    /// group), `sample_index` the game, linked by `metadata.episode_id`, with
+    /// the result in `metadata.arena` (seat, opponent, result, winner, reason,
+    /// moves, final board); score them with `arl-reward --rm game`. A turn
+    /// must hold exactly one legal `move` call; anything else is refused with
+    /// an observation saying why, and after `--illegal-retries` refused
+    /// attempts at one move the seat forfeits (as it does when its
+    /// `--max-response-len` runs out). `--max-turns` and tool flags do not apply
+    #[arg(long, help_heading = "Arena")]
+    pub arena: bool,
+
+    /// Arena: seat `o` is played by the policy behind this server (same
+    /// tokenizer) instead of by the `--endpoint` policy itself (self-play);
+    /// its records say `metadata.arena.player` = `opponent`
+    #[arg(long, value_name = "URL", requires = "arena", help_heading = "Arena")]
+    pub opponent_endpoint: Option<String>,
+
+    /// Arena: refused attempts a seat may retry per move before it forfeits
+    /// (0: the first illegal move forfeits)
+    #[arg(long, default_value_t = 2, value_name = "N", help_heading = "Arena")]
+    pub illegal_retries: u32,
 
     /// Over-sampling: stop when N groups are complete and abort the remaining
     /// requests (`/abort_request`); unfinished groups are not written

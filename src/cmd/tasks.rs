@@ -23,6 +23,10 @@ pub enum Family {
     /// Goals in the shop API of `arl-env` (order, cancel, restock); initial
     /// state in `metadata.api_setup`, the goal state in the label
     Api,
+    /// Board-game starting positions for `arl-rollout --arena` (`--game`):
+    /// level L opens with L-1 random moves (`metadata.opening`); no label,
+    /// the game's result is the verdict (`arl-reward --rm game`)
+    Arena,
 }
 
 impl Family {
@@ -33,6 +37,7 @@ impl Family {
             Family::Code => "code",
             Family::Sql => "sql",
             Family::Api => "api",
+            Family::Arena => "arena",
         }
     }
 }
@@ -126,6 +131,10 @@ pub struct Args {
     #[arg(long, value_name = "C", help_heading = "arith")]
     pub tool_cost: Option<f64>,
 
+    /// arena: the game (`tictactoe`: 3x3, three in a row; `connect4`: 7x6, four in a row)
+    #[arg(long, value_parser = ["tictactoe", "connect4"], default_value = "tictactoe", value_name = "GAME", help_heading = "arena")]
+    pub game: String,
+
     /// No summary on stderr
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -140,6 +149,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     if a.family != Family::Arith && (a.noise > 0.0 || a.mixed || a.tool_cost.is_some()) {
         return Err(cli::usage("`--noise`, `--mixed` and `--tool-cost` apply to `arith` only"));
+    }
+    if a.family == Family::Arena && a.with_solutions {
+        return Err(cli::usage("`arena` tasks have no reference solution (the game's result is the verdict)"));
     }
     let level = if a.difficulty == "auto" {
         if a.history.is_empty() {
@@ -177,7 +189,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
             Family::Code => (tasks::code::generate(&mut rng, level), level),
             Family::Sql => (tasks::sql::generate(&mut rng, level), level),
             Family::Api => (tasks::api::generate(&mut rng, level), level),
+            Family::Arena => {
+                let g = crate::arena::game::Game::parse(&a.game).ok_or_else(|| cli::usage(format!("`--game {}`: unknown game", a.game)))?;
+                (tasks::arena::generate(&mut rng, level, g), level)
+            }
         };
+        if a.family == Family::Arena {
+            let id = format!("{}-s{}-{i}", a.game, a.seed);
+            let mut r = task.into_record(fam, id, lvl, false);
+            r.data_source = Some(a.game.clone());
+            out.write_owned(r)?;
+            continue;
+        }
         let id = format!("{fam}-s{}-{i}", a.seed);
         out.write_owned(task.into_record(fam, id, lvl, a.with_solutions))?;
     }

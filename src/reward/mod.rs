@@ -6,6 +6,7 @@
 //! Batch-shaped rewards (`cmd`, which talks to an external program) live in
 //! [`external`]; the binary drives them.
 pub mod api;
+pub mod arena;
 pub mod code;
 pub mod external;
 pub mod math;
@@ -30,6 +31,8 @@ pub enum Rm {
     Remote(remote::RemoteRm),
     Sql(sql::SqlOpts),
     Api(api::ApiOpts),
+    /// The result of an arena game (`metadata.arena.result`).
+    Game(arena::GameOpts),
     /// Dispatch by `data_source` (exact name, else the default).
     Auto { map: BTreeMap<String, Box<Rm>>, default: Option<Box<Rm>> },
 }
@@ -45,6 +48,7 @@ impl Rm {
             Rm::Remote(_) => "remote",
             Rm::Sql(_) => "sql",
             Rm::Api(_) => "api",
+            Rm::Game(_) => "game",
             Rm::Auto { .. } => "auto",
         }
     }
@@ -172,6 +176,7 @@ pub fn base_score(rm: &Rm, sandbox: Option<&Sandbox>, r: &Record) -> Result<Scor
         Rm::Remote(rr) => rr.score(r),
         Rm::Sql(o) => sql::score(o, r),
         Rm::Api(o) => api::score(o, r),
+        Rm::Game(o) => arena::game_score(o, r),
         Rm::Auto { map, default } => {
             let ds = r.data_source.as_deref().unwrap_or("");
             let chosen = map.get(ds).or(default.as_ref()).ok_or_else(|| {

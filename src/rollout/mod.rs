@@ -182,6 +182,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.concurrency == 0 {
         return Err(cli::usage("`--concurrency` must be at least 1"));
     }
+    if args.arena && (!args.tools.is_empty() || !args.external.is_empty() || !args.mcp.is_empty() || args.openapi.is_some() || args.env_config.is_some()) {
+        return Err(cli::usage("`--arena` offers only the game's `move` tool; drop `--tools`, `--tool`, `--mcp`, `--openapi` and `--env-config`"));
+    }
+    if args.arena && args.no_chat_template {
+        return Err(cli::usage("`--arena` needs the chat template (moves are tool calls)"));
+    }
     let out_path = args.output.output.clone().filter(|p| p != std::path::Path::new("-"));
     if args.resume && out_path.is_none() {
         return Err(cli::usage("`--resume` needs `-o FILE`"));
@@ -261,15 +267,42 @@ pub fn run(args: Args) -> Result<ExitCode> {
         max_new_tokens: args.max_new_tokens,
         sampling,
     });
-    let res = rt.block_on(drive(args, shared.clone(), envs, out_path));
+    let opponent = match &args.opponent_endpoint {
+        Some(url) => {
+            let client = Client::new(
+                ClientConfig {
+                    endpoints: vec![url.clone()],
+                    router: None,
+                    api_key: args.api_key.clone(),
+                    timeout: Duration::from_secs_f64(args.request_timeout),
+                    max_retries: args.max_retries,
+                    backoff: Duration::from_secs_f64(args.retry_backoff),
+                },
+                args.concurrency,
+            )?;
+            Some(Arc::new(Shared {
+                client,
+                tokenizer: tokenizer.clone(),
+                template: if args.no_chat_template { None } else { Some(crate::chat::ChatTemplate::from_tokenizer(&tokenizer)?) },
+                tools: tools::Registry::default(),
+                eos_id: shared.eos_id,
+                eos_text: shared.eos_text.clone(),
+                max_new_tokens: shared.max_new_tokens,
+                sampling: shared.sampling.clone(),
+            }))
+        }
+        None => None,
+    };
+    let res = rt.block_on(drive(args, shared.clone(), opponent.clone(), envs, out_path));
     // Tasks still holding `shared` (aborted groups) go with the runtime; the
     // last reference is dropped here, outside async code.
     drop(rt);
     drop(shared);
+    drop(opponent);
     res
 }
 
-async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Option<std::path::PathBuf>) -> Result<ExitCode> {
+async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, envs: env::Envs, out_path: Option<std::path::PathBuf>) -> Result<ExitCode> {
     let n = args.n_samples_per_prompt;
     // Read and normalise every prompt (the walk needs the whole dataset).
     let mut input = Input::open(&args.input)?;
@@ -293,7 +326,7 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
         prompts.iter().zip(&positions).filter_map(|(p, pos)| Some((p.prompt_id.clone()?, pos.clone()))).collect();
     let selected = walk(prompts, args.batch_size, args.step, args.seed);
 
-    let mut out = output::Output::open(&args.output, out_path.as_deref(), args.resume, n)?;
+    let mut out = output::Output::open(&args.output, out_path.as_deref(), args.resume, if args.arena { 2 * n } else { n }, args.arena)?;
     let resumed = out.done.len() as u64;
     let mut jobs = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -308,6 +341,19 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
             match pos {
                 Some(p) => input.reject(&p, &rec, why)?,
                 None => return Err(cli::data(why)),
+            }
+            continue;
+        }
+        if args.arena {
+            match crate::arena::task_game(&rec) {
+                Ok(_) => jobs.push(Job { rec, prompt_ids: Arc::new(Vec::new()), env: envs.default.clone() }),
+                Err(why) => {
+                    let p = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
+                    match p {
+                        Some(p) => input.reject(&p, &rec, why)?,
+                        None => return Err(cli::data(why)),
+                    }
+                }
             }
             continue;
         }
@@ -345,7 +391,15 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
 
     // Enough active groups to keep `--concurrency` requests busy while some
     // episodes wait on tools; requests themselves are capped in the client.
-    let active = (2 * args.concurrency).div_ceil(n as usize).max(1);
+    let per_group = if args.arena { 2 * n as usize } else { n as usize };
+    let active = (2 * args.concurrency).div_ceil(per_group).max(1);
+    let arena = args.arena.then(|| {
+        Arc::new(crate::arena::Arena {
+            retries: args.illegal_retries,
+            max_response_len: args.max_response_len,
+            opponent: args.opponent_endpoint.clone().unwrap_or_else(|| "self".into()),
+        })
+    });
     let group_slots = Arc::new(tokio::sync::Semaphore::new(active));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<Vec<Record>, GenError>>();
     let mut pending = jobs.into_iter();
@@ -361,6 +415,7 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
         crate::reward::Spec::new(match name {
             "math" => crate::reward::Rm::Math(Default::default()),
             "exact" => crate::reward::Rm::Exact,
+            "game" => crate::reward::Rm::Game(Default::default()),
             _ => crate::reward::Rm::F1,
         })
     });
@@ -421,9 +476,13 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
                 next_job = pending.next();
                 running += 1;
                 let (shared, tx) = (shared.clone(), tx.clone());
+                let (arena, opponent) = (arena.clone(), opponent.clone());
                 tokio::spawn(async move {
                     let _permit = permit;
-                    let res = run_group(&shared, job, n).await;
+                    let res = match &arena {
+                        Some(a) => run_games(a, &shared, opponent.as_deref(), job, n).await,
+                        None => run_group(&shared, job, n).await,
+                    };
                     let _ = tx.send(res);
                 });
             }
@@ -464,6 +523,25 @@ async fn drive(args: Args, shared: Arc<Shared>, envs: env::Envs, out_path: Optio
     out.finish()?;
     input.finish(TOOL, written.saturating_sub(resumed) * n as u64)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Arena mode: the `n` games of one task, concurrently; their records (seat
+/// `x` then `o`, game by game) are written as one unit.
+async fn run_games(arena: &crate::arena::Arena, shared: &Shared, opponent: Option<&Shared>, job: Job, n: u32) -> Result<Vec<Record>, GenError> {
+    let (game, opening) = crate::arena::task_game(&job.rec).map_err(|e| GenError::Fatal(anyhow::anyhow!(e)))?;
+    let seats = [shared, opponent.unwrap_or(shared)];
+    let prompt = job.rec.prompt.as_deref();
+    let futs = (0..n).map(|_| crate::arena::play(arena, seats, game, &opening, prompt));
+    let results = futures::future::join_all(futs).await;
+    let (mut xs, mut os) = (Vec::with_capacity(n as usize), Vec::with_capacity(n as usize));
+    for (i, r) in results.into_iter().enumerate() {
+        let mut pair = crate::arena::to_records(&job.rec, game, i as u32, r?, arena, [&seats[0].tokenizer, &seats[1].tokenizer]).into_iter();
+        xs.extend(pair.next());
+        os.extend(pair.next());
+    }
+    // Seat x's group, then seat o's.
+    xs.extend(os);
+    Ok(xs)
 }
 
 async fn run_group(shared: &Shared, job: Job, n: u32) -> Result<Vec<Record>, GenError> {

@@ -30,8 +30,19 @@ pub fn partial_path(dest: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Reads the complete groups (n records each) of a JSONL or Parquet file.
-fn complete_groups(path: &Path, n: u32) -> Result<(Vec<Vec<u8>>, HashSet<String>)> {
+/// The unit a record is written in: its `prompt_id`, or in arena mode the
+/// task's id (`<task>:x` and `<task>:o` are written together).
+fn unit_of(id: &str, arena: bool) -> String {
+    if arena {
+        if let Some(t) = crate::arena::SEATS.iter().find_map(|s| id.strip_suffix(&format!(":{s}"))) {
+            return t.to_string();
+        }
+    }
+    id.to_string()
+}
+
+/// Reads the complete units (n records each) of a JSONL or Parquet file.
+fn complete_groups(path: &Path, n: u32, arena: bool) -> Result<(Vec<Vec<u8>>, HashSet<String>)> {
     let mut lines: Vec<(String, Vec<u8>)> = Vec::new();
     let is_parquet = {
         let mut magic = [0u8; 4];
@@ -42,7 +53,7 @@ fn complete_groups(path: &Path, n: u32) -> Result<(Vec<Vec<u8>>, HashSet<String>
         for r in crate::io::read_all(path)? {
             let mut b = Vec::new();
             r.to_json_vec(&mut b);
-            lines.push((r.prompt_id.clone().unwrap_or_default(), b));
+            lines.push((unit_of(r.prompt_id.as_deref().unwrap_or_default(), arena), b));
         }
     } else {
         let rd = BufReader::new(File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?);
@@ -50,7 +61,7 @@ fn complete_groups(path: &Path, n: u32) -> Result<(Vec<Vec<u8>>, HashSet<String>
             let line = line.with_context(|| format!("reading `{}`", path.display()))?;
             // A torn last line (killed mid-write) does not parse: stop there.
             let Ok(r) = Record::from_json_slice(&line) else { break };
-            lines.push((r.prompt_id.clone().unwrap_or_default(), line));
+            lines.push((unit_of(r.prompt_id.as_deref().unwrap_or_default(), arena), line));
         }
     }
     let mut count: HashMap<&str, u32> = HashMap::new();
@@ -63,7 +74,9 @@ fn complete_groups(path: &Path, n: u32) -> Result<(Vec<Vec<u8>>, HashSet<String>
 }
 
 impl Output {
-    pub fn open(args: &OutputArgs, dest: Option<&Path>, resume: bool, n: u32) -> Result<Output> {
+    /// `n`: records per unit (a group; in `arena` mode a task's games, both
+    /// seats, keyed by the task's id in `done`).
+    pub fn open(args: &OutputArgs, dest: Option<&Path>, resume: bool, n: u32, arena: bool) -> Result<Output> {
         let Some(dest) = dest else {
             return Ok(Output { kind: Kind::Stdout(args.open()?), done: HashSet::new() });
         };
@@ -73,7 +86,7 @@ impl Output {
         if resume {
             let src = if partial.exists() { Some(partial.clone()) } else if dest.exists() { Some(dest.to_path_buf()) } else { None };
             if let Some(src) = src {
-                (kept, done) = complete_groups(&src, n)?;
+                (kept, done) = complete_groups(&src, n, arena)?;
             }
         } else if partial.exists() {
             return Err(crate::cli::hint(

@@ -11,6 +11,7 @@
 //! it and `messages` the whole demonstration (tool turns in the Qwen
 //! `<tool_call>` convention, reference/protocols.md §5.2).
 pub mod api;
+pub mod arena;
 pub mod arith;
 pub mod code;
 pub mod difficulty;
