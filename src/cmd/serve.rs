@@ -91,6 +91,11 @@ pub struct Args {
     #[arg(long, default_value_t = 128, value_name = "N", help_heading = "Scheduling")]
     pub max_running_requests: usize,
 
+    /// Prompts admitted together are prefilled in one batched forward of at most
+    /// this many (padded) tokens; a longer prompt is prefilled alone
+    #[arg(long, default_value_t = 16384, value_name = "N", help_heading = "Scheduling")]
+    pub max_prefill_tokens: usize,
+
     /// Seed for requests without `sampling_seed`; default: from the clock
     #[arg(long, value_name = "SEED", help_heading = "Scheduling")]
     pub random_seed: Option<u64>,
@@ -103,6 +108,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.max_running_requests == 0 {
         return Err(cli::usage("`--max-running-requests` must be at least 1"));
+    }
+    if args.max_prefill_tokens == 0 {
+        return Err(cli::usage("`--max-prefill-tokens` must be at least 1"));
     }
     if !(args.read_timeout.is_finite() && args.read_timeout > 0.0) {
         return Err(cli::usage("`--read-timeout` must be a positive number of seconds"));
@@ -129,6 +137,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         port: args.port,
         api_key: args.api_key.clone(),
         max_running_requests: args.max_running_requests,
+        max_prefill_tokens: args.max_prefill_tokens,
         max_body_bytes: args.max_body_bytes,
         read_timeout: std::time::Duration::from_secs_f64(args.read_timeout),
         weight_version: args.weight_version.clone(),

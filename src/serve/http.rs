@@ -491,7 +491,9 @@ impl Drop for Running {
 }
 
 impl Running {
-    pub fn start(st: &Arc<AppState>, items: Vec<Item>) -> Result<Running, Response> {
+    /// `stream`: the caller reads every token as it comes; otherwise the
+    /// scheduler keeps them and sends each item's tokens once, when it ends.
+    pub fn start(st: &Arc<AppState>, items: Vec<Item>, stream: bool) -> Result<Running, Response> {
         let (tx, rx) = mpsc::unbounded_channel();
         let version = st.shared.weight_version.lock().map(|v| v.clone()).unwrap_or_default();
         let mut states = Vec::with_capacity(items.len());
@@ -517,6 +519,7 @@ impl Running {
                 top_logprobs_num: it.top_logprobs_num,
                 sample_index: it.sample_index,
                 index,
+                stream,
                 tx: tx.clone(),
             });
         }
@@ -617,7 +620,7 @@ async fn generate(State(st): State<Arc<AppState>>, body: Result<Bytes, BytesReje
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let mut run = match Running::start(&st, req.items) {
+    let mut run = match Running::start(&st, req.items, req.stream) {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -681,7 +684,7 @@ async fn health_generate(State(st): State<Arc<AppState>>) -> Response {
         top_logprobs_num: 0,
         sample_index: 0,
     };
-    let mut run = match Running::start(&st, vec![item]) {
+    let mut run = match Running::start(&st, vec![item], false) {
         Ok(r) => r,
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     };
@@ -734,6 +737,7 @@ async fn server_info(State(st): State<Arc<AppState>>) -> Json<Value> {
         "device": c.device,
         "dtype": c.dtype,
         "max_running_requests": c.max_running_requests,
+        "max_prefill_tokens": c.max_prefill_tokens,
         "context_length": c.context_len,
         "random_seed": c.random_seed,
         "weight_version": current_version(&st),
@@ -893,7 +897,7 @@ async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         Ok(r) => r,
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, e),
     };
-    let mut run = match Running::start(&st, req.items) {
+    let mut run = match Running::start(&st, req.items, false) {
         Ok(r) => r,
         Err(r) => return r,
     };
