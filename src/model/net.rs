@@ -35,9 +35,11 @@ impl RmsNorm {
     }
     fn forward(&self, x: &Tensor) -> Tensor {
         let kind = x.kind();
-        let xf = x.to_kind(Kind::Float);
+        // (Conversions only when needed: each op costs a dispatch on tiny batches.)
+        let xf = if kind == Kind::Float { x.shallow_clone() } else { x.to_kind(Kind::Float) };
         let var = xf.square().mean_dim(-1, true, Kind::Float);
-        let y = (xf * (var + self.eps).rsqrt()).to_kind(kind);
+        let y = xf * (var + self.eps).rsqrt();
+        let y = if kind == Kind::Float { y } else { y.to_kind(kind) };
         &self.w * y
     }
 }
@@ -54,16 +56,13 @@ struct Attention {
     head_dim: i64,
 }
 
-/// HF `rotate_half`: (x1, x2) → (−x2, x1) over the two halves of the last dim.
-fn rotate_half(x: &Tensor) -> Tensor {
-    let d = x.size()[x.dim() - 1];
-    let x1 = x.narrow(-1, 0, d / 2);
-    let x2 = x.narrow(-1, d / 2, d / 2);
-    Tensor::cat(&[x2.neg(), x1], -1)
-}
-
+/// HF's `x·cos + rotate_half(x)·sin`, rotate_half being (x1, x2) → (−x2, x1)
+/// over the two halves of the last dim. `sin` comes signed, (−sin₁, sin₂)
+/// (see [`Model::rope`]), so rotate_half is one roll: (−x2)·sin₁ = x2·(−sin₁)
+/// exactly, the same values in fewer ops.
 fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
-    x * cos + rotate_half(x) * sin
+    let d = x.size()[x.dim() - 1];
+    x * cos + x.roll([d / 2], [-1]) * sin
 }
 
 impl Attention {
@@ -99,13 +98,28 @@ impl Attention {
         (q, k, v)
     }
 
-    /// Attention of q over k, v (GQA heads repeated as HF's `repeat_kv`), then o_proj.
+    /// Attention of q over k, v, then o_proj. GQA: without a mask (training)
+    /// the kv heads are repeated as HF's `repeat_kv`; with an explicit mask
+    /// (the cached path) the `rep` query heads of a kv head are folded into
+    /// its query rows instead, `[B,nkv,rep·T,hd]` against the kv heads as they
+    /// are — the same dot products, without copying the cache `rep` times.
     fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool) -> Tensor {
         let rep = self.n_heads / self.n_kv;
-        let (k, v) =
-            if rep > 1 { (repeat_kv(k, rep), repeat_kv(v, rep)) } else { (k.shallow_clone(), v.shallow_clone()) };
-        let a = Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal && mask.is_none(), None, false);
-        let (b, _, t, _) = a.size4().expect("[B,nh,T,hd]");
+        let (b, _, t, _) = q.size4().expect("[B,nh,T,hd]");
+        let a = match mask {
+            Some(m) if rep > 1 => {
+                let (mb, _, mt, ml) = m.size4().expect("mask [B,1,T,L]");
+                let m = m.unsqueeze(2).expand([mb, 1, rep, mt, ml], false).reshape([mb, 1, rep * mt, ml]);
+                let qf = q.reshape([b, self.n_kv, rep * t, self.head_dim]);
+                Tensor::scaled_dot_product_attention(&qf, k, v, Some(&m), 0.0, false, None, false)
+                    .view([b, self.n_heads, t, self.head_dim])
+            }
+            _ => {
+                let (k, v) =
+                    if rep > 1 { (repeat_kv(k, rep), repeat_kv(v, rep)) } else { (k.shallow_clone(), v.shallow_clone()) };
+                Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal && mask.is_none(), None, false)
+            }
+        };
         self.o_proj.forward(&a.transpose(1, 2).reshape([b, t, self.n_heads * self.head_dim]))
     }
 }
@@ -397,11 +411,13 @@ impl Model {
         Ok(())
     }
 
-    /// cos, sin for the given positions (any shape P) → [P…, head_dim], in `kind`.
+    /// cos and signed sin (first half negated, as [`apply_rope`] wants) for the
+    /// given positions (any shape P) → [P…, head_dim], in `kind`.
     fn rope(&self, pos: &Tensor, kind: Kind) -> (Tensor, Tensor) {
         let freqs = pos.to_kind(Kind::Float).unsqueeze(-1) * &self.inv_freq;
-        let emb = Tensor::cat(&[&freqs, &freqs], -1);
-        (emb.cos().to_kind(kind), emb.sin().to_kind(kind))
+        let sin = freqs.sin();
+        let cos = freqs.cos();
+        (Tensor::cat(&[&cos, &cos], -1).to_kind(kind), Tensor::cat(&[&sin.neg(), &sin], -1).to_kind(kind))
     }
 
     fn head(&self, x: &Tensor) -> Tensor {
