@@ -897,13 +897,41 @@ async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         Ok(r) => r,
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, e),
     };
-    let mut run = match Running::start(&st, req.items, false) {
+    let stream = req.meta.stream;
+    let mut run = match Running::start(&st, req.items, stream) {
         Ok(r) => r,
         Err(r) => return r,
     };
-    run.finish().await;
-    if let Some((code, msg)) = abort_status(&run.states) {
-        return openai_error(code, msg);
+    if !stream {
+        run.finish().await;
+        if let Some((code, msg)) = abort_status(&run.states) {
+            return openai_error(code, msg);
+        }
+        return Json(chat::response(&st, &req.meta, &run.states)).into_response();
     }
-    Json(chat::response(&st, &req.meta, &run.states)).into_response()
+    // SSE: `chat.completion.chunk` events per choice, an optional usage chunk, then `[DONE]`.
+    let meta = Arc::new(req.meta);
+    let progress = vec![chat::StreamState::default(); run.states.len()];
+    let events = futures::stream::unfold((run, st, meta, progress, false), |(mut run, st, meta, mut progress, ended)| async move {
+        if ended {
+            return None;
+        }
+        let (evs, ended) = match run.next().await {
+            Some(i) => {
+                let chunks = chat::stream_chunks(&st, &meta, i, &run.states[i], &mut progress[i]);
+                (chunks.into_iter().map(|c| Event::default().data(c.to_string())).collect::<Vec<_>>(), false)
+            }
+            None => {
+                let mut evs = Vec::new();
+                if meta.include_usage {
+                    evs.push(Event::default().data(chat::usage_chunk(&st, &meta, &run.states).to_string()));
+                }
+                evs.push(Event::default().data("[DONE]"));
+                (evs, true)
+            }
+        };
+        let evs = futures::stream::iter(evs.into_iter().map(Ok::<Event, Infallible>));
+        Some((evs, (run, st, meta, progress, ended)))
+    });
+    Sse::new(futures::StreamExt::flatten(events)).into_response()
 }
