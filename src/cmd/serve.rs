@@ -24,9 +24,13 @@ pub const TOOL: &str = "arl-serve";
 /// `/get_server_info`, `/get_load`, `/flush_cache`, `/pause_generation`,
 /// `/continue_generation`, `/abort_request`, `/update_weights_from_disk`,
 /// `/update_weight_version`, `/v1/models` and `/v1/chat/completions` (with
-/// `tools`; tool calls parsed from the Qwen `<tool_call>` form). Concurrent
-/// requests are batched continuously (new requests join between decode steps),
-/// with a KV cache per sequence. Returned log-probs are those of the
+/// `tools`; tool calls parsed from the Qwen `<tool_call>` form; `stream` sends
+/// OpenAI `chat.completion.chunk` events). Concurrent requests are batched
+/// continuously: new requests join between decode steps, prompts admitted
+/// together are prefilled in one batched forward, and each decode step is one
+/// forward over every running sequence (one shared KV cache, a slot per
+/// sequence, masked to its own length). There is no prefix cache
+/// (`cached_tokens` is always 0). Returned log-probs are those of the
 /// temperature-scaled distribution before top-k/top-p truncation, as
 /// `arl-train` recomputes them.
 #[derive(Debug, Parser)]
