@@ -91,6 +91,39 @@ fn kv_cache_matches_full_forward() {
     }
 }
 
+#[test]
+fn batched_extend_of_ragged_chunks_matches_full_forward() {
+    tch::set_num_threads(1);
+    for name in ["qwen2", "qwen3", "llama"] {
+        let model = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
+        let seqs: Vec<Vec<i64>> = vec![vec![5, 17, 3, 60, 2, 9, 44, 1, 8], vec![7, 7, 30, 12], vec![11, 4, 90, 33, 21, 6]];
+        let full: Vec<Tensor> = seqs
+            .iter()
+            .map(|s| tch::no_grad(|| model.forward(&Tensor::from_slice(s).view([1, s.len() as i64]), None).get(0)))
+            .collect();
+        let mut cache = model.new_cache();
+        // Slots out of order (a gather), the middle one already holding 2 tokens.
+        let slots: Vec<usize> = (0..3).map(|_| cache.alloc()).collect();
+        let order = [slots[2], slots[0], slots[1]];
+        let _ = model.prefill(&mut cache, order[1], &seqs[1][..2]);
+        // One batched prefill of chunks of 5, 2 and 6 tokens (padded to 6),
+        // keeping different row ranges of each.
+        let chunks: Vec<&[i64]> = vec![&seqs[0][..5], &seqs[1][2..4], &seqs[2][..]];
+        let keep = [1..5, 1..2, 0..6];
+        let out = model.extend(&mut cache, &order, &chunks, &keep);
+        assert_eq!(out.size(), vec![4 + 1 + 6, model.config.vocab_size as i64]);
+        assert!(max_abs_diff(&out.narrow(0, 0, 4), &full[0].narrow(0, 1, 4)) < 1e-4, "{name} seq 0");
+        assert!(max_abs_diff(&out.narrow(0, 4, 1), &full[1].narrow(0, 3, 1)) < 1e-4, "{name} seq 1 after its cache");
+        assert!(max_abs_diff(&out.narrow(0, 5, 6), &full[2]) < 1e-4, "{name} seq 2");
+        assert_eq!((cache.len(order[0]), cache.len(order[1]), cache.len(order[2])), (5, 4, 6));
+        // Then a ragged step: 3 more tokens for seq 0, one decode token for seq 2.
+        let out = model.extend(&mut cache, &[order[0], order[2]], &[&seqs[0][5..8], &seqs[2][..1]], &[0..3, 0..1]);
+        assert!(max_abs_diff(&out.narrow(0, 0, 3), &full[0].narrow(0, 5, 3)) < 1e-4, "{name} seq 0 second chunk");
+        let again = tch::no_grad(|| model.forward(&Tensor::from_slice(&[&seqs[2][..], &seqs[2][..1]].concat()).view([1, 7]), None).get(0));
+        assert!(max_abs_diff(&out.get(3), &again.get(6)) < 1e-4, "{name} seq 2 decode");
+    }
+}
+
 fn tensor_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut all: Vec<(String, Vec<u8>)> = weights::read_all(dir)
         .unwrap()

@@ -270,6 +270,82 @@ fn chat_completions_with_qwen_tool_calls_multi_turn() {
     assert_eq!(r.status().as_u16(), 400, "non-JSON content type is refused");
 }
 
+/// The `data: …` events of an SSE body, `[DONE]` last.
+fn sse_events(r: reqwest::blocking::Response) -> (Vec<Value>, String) {
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let body = r.text().unwrap();
+    let events: Vec<&str> = body.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap()).collect();
+    assert_eq!(*events.last().unwrap(), "[DONE]", "{body}");
+    (events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect(), body)
+}
+
+#[test]
+fn chat_completions_stream_openai_chunks() {
+    let d = common::tmpdir();
+    let call = "Let me see.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2+2\"}}\n</tool_call>";
+    let s = scripted_server(d.path(), &[json!({"when": "tool please", "completion": call}), json!({"completion": "Hello there, friend. END more"})], &[]);
+    let post = |body: Value| serde_json::to_string(&body).unwrap();
+    let send = |body: Value| {
+        serve_util::client()
+            .post(format!("{}/v1/chat/completions", s.url))
+            .header("content-type", "application/json")
+            .body(post(body))
+            .send()
+            .unwrap()
+    };
+    // Plain text: a role chunk, content deltas that add up to the text the
+    // non-streaming answer gives, a finish chunk, a usage chunk, [DONE].
+    let messages = json!([{"role": "user", "content": "hi"}]);
+    let (_, whole) = s.post("/v1/chat/completions", &json!({"messages": messages, "temperature": 0, "stop": ["END"]}));
+    let want = whole["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    assert_eq!(want, "Hello there, friend. ");
+    let (chunks, body) = sse_events(send(json!({"messages": messages, "temperature": 0, "stop": ["END"], "stream": true,
+                                                 "logprobs": true, "stream_options": {"include_usage": true}})));
+    for c in &chunks {
+        assert_eq!(c["object"], "chat.completion.chunk", "{body}");
+        assert!(c["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    }
+    let choices: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].as_array()).flatten().collect();
+    assert_eq!(choices[0]["delta"], json!({"role": "assistant", "content": ""}));
+    let text: String = choices.iter().filter_map(|c| c["delta"]["content"].as_str()).collect();
+    assert_eq!(text, want, "{body}");
+    assert!(choices.iter().filter(|c| c["delta"]["content"].as_str().is_some_and(|t| !t.is_empty())).count() > 3, "deltas, not one blob: {body}");
+    let last = choices.last().unwrap();
+    assert_eq!((last["finish_reason"].as_str(), last["delta"].clone()), (Some("stop"), json!({})));
+    assert_eq!(last["matched_stop"], "END");
+    assert!(choices[..choices.len() - 1].iter().all(|c| c["finish_reason"].is_null()));
+    // Log-probs arrive with the chunks, one per completion token in all.
+    let n_lp: usize = choices.iter().filter_map(|c| c["logprobs"]["content"].as_array()).map(Vec::len).sum();
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(chunks.last().unwrap()["choices"], json!([]));
+    assert_eq!(n_lp as u64, usage["completion_tokens"].as_u64().unwrap());
+    assert_eq!(usage, &whole["usage"]);
+    // With tools: the parsed call arrives whole, finish_reason tool_calls.
+    let tools = json!([{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]);
+    let (chunks, body) = sse_events(send(json!({"messages": [{"role": "user", "content": "tool please"}], "tools": tools, "stream": true})));
+    let choices: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].as_array()).flatten().collect();
+    let calls: Vec<&Value> = choices.iter().filter_map(|c| c["delta"]["tool_calls"].as_array()).flatten().collect();
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["function"]["name"], "calculator");
+    let content: String = choices.iter().filter_map(|c| c["delta"]["content"].as_str()).collect();
+    assert_eq!(content, "Let me see.");
+    assert_eq!(choices.last().unwrap()["finish_reason"], "tool_calls");
+    assert!(chunks.iter().all(|c| c.get("usage").is_none()), "no usage chunk unless asked");
+    // n = 2: each choice streams under its own index.
+    let (chunks, _) = sse_events(send(json!({"messages": messages, "n": 2, "temperature": 0.5, "stream": true, "max_tokens": 3})));
+    let finished: std::collections::BTreeSet<u64> = chunks
+        .iter()
+        .filter_map(|c| c["choices"].as_array())
+        .flatten()
+        .filter(|c| c["finish_reason"] == "length")
+        .map(|c| c["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(finished.into_iter().collect::<Vec<_>>(), [0, 1]);
+    // A non-boolean stream is a 400.
+    assert_eq!(send(json!({"messages": messages, "stream": "yes"})).status().as_u16(), 400);
+}
+
 #[test]
 fn sync_updates_three_servers_one_stopped() {
     let d = common::tmpdir();

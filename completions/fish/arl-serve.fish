@@ -11,6 +11,7 @@ complete -c arl-serve -l api-key -d 'Require `Authorization: Bearer KEY` on ever
 complete -c arl-serve -l max-body-bytes -d 'Largest request body accepted, in bytes (larger ones get HTTP 413)' -r
 complete -c arl-serve -l read-timeout -d 'Seconds a client has to send a request\'s headers, and then its body; a connection that stalls longer is closed (a body that stalls gets HTTP 408), so stalled clients cannot pile up. Generation time does not count' -r
 complete -c arl-serve -l max-running-requests -d 'Sequences decoded together at most; more requests wait in a queue' -r
+complete -c arl-serve -l max-prefill-tokens -d 'Prompts admitted together are prefilled in one batched forward of at most this many (padded) tokens; a longer prompt is prefilled alone' -r
 complete -c arl-serve -l random-seed -d 'Seed for requests without `sampling_seed`; default: from the clock' -r
 complete -c arl-serve -l cpu-threads -d 'Intra-op CPU threads for libtorch; default: libtorch\'s own choice' -r
 complete -c arl-serve -s h -l help -d 'Print help (see more with \'--help\')'

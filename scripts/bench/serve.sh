@@ -4,12 +4,13 @@
 # `generate` on the same weights, batch, prompts and lengths, in the same run.
 # Both decode greedily, on CPU in float32, exactly NEW tokens per sequence
 # (ignore_eos / min_new_tokens). Prints tokens/s and the ratio arl/HF (> 1 means
-# arl is faster; target ≥ 2).
+# arl is faster; target ≥ 2). Each side runs the batch REPEAT times (5) and the
+# best round counts; the medians are printed too.
 #
-#   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 scripts/bench/serve.sh
+#   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 REPEAT=5 scripts/bench/serve.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-MODEL=${MODEL:-testdata/tiny-model}; CONC=${CONC:-64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-32}
+MODEL=${MODEL:-testdata/tiny-model}; CONC=${CONC:-64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-32}; REPEAT=${REPEAT:-5}
 DEVICE=${DEVICE:-cpu}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 export LIBTORCH_USE_PYTORCH=1 PATH="$(dirname "$PY"):$PATH"
@@ -22,4 +23,4 @@ trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 600); do grep -q 'listening on' "$LOG" && break; sleep 0.1; done
 URL=$(sed -n 's/^arl-serve: listening on //p' "$LOG" | head -1)
 [ -n "$URL" ] || { cat "$LOG" >&2; exit 1; }
-"$PY" scripts/bench/py/serve_bench.py "$URL" "$MODEL" "$CONC" "$NEW" "$PROMPT" "$DEVICE"
+"$PY" scripts/bench/py/serve_bench.py "$URL" "$MODEL" "$CONC" "$NEW" "$PROMPT" "$DEVICE" "$REPEAT"

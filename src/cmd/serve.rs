@@ -24,9 +24,13 @@ pub const TOOL: &str = "arl-serve";
 /// `/get_server_info`, `/get_load`, `/flush_cache`, `/pause_generation`,
 /// `/continue_generation`, `/abort_request`, `/update_weights_from_disk`,
 /// `/update_weight_version`, `/v1/models` and `/v1/chat/completions` (with
-/// `tools`; tool calls parsed from the Qwen `<tool_call>` form). Concurrent
-/// requests are batched continuously (new requests join between decode steps),
-/// with a KV cache per sequence. Returned log-probs are those of the
+/// `tools`; tool calls parsed from the Qwen `<tool_call>` form; `stream` sends
+/// OpenAI `chat.completion.chunk` events). Concurrent requests are batched
+/// continuously: new requests join between decode steps, prompts admitted
+/// together are prefilled in one batched forward, and each decode step is one
+/// forward over every running sequence (one shared KV cache, a slot per
+/// sequence, masked to its own length). There is no prefix cache
+/// (`cached_tokens` is always 0). Returned log-probs are those of the
 /// temperature-scaled distribution before top-k/top-p truncation, as
 /// `arl-train` recomputes them.
 #[derive(Debug, Parser)]
@@ -93,6 +97,11 @@ pub struct Args {
     #[arg(long, default_value_t = 128, value_name = "N", help_heading = "Scheduling")]
     pub max_running_requests: usize,
 
+    /// Prompts admitted together are prefilled in one batched forward of at most
+    /// this many (padded) tokens; a longer prompt is prefilled alone
+    #[arg(long, default_value_t = 16384, value_name = "N", help_heading = "Scheduling")]
+    pub max_prefill_tokens: usize,
+
     /// Seed for requests without `sampling_seed`; default: from the clock
     #[arg(long, value_name = "SEED", help_heading = "Scheduling")]
     pub random_seed: Option<u64>,
@@ -105,6 +114,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.max_running_requests == 0 {
         return Err(cli::usage("`--max-running-requests` must be at least 1"));
+    }
+    if args.max_prefill_tokens == 0 {
+        return Err(cli::usage("`--max-prefill-tokens` must be at least 1"));
     }
     if !(args.read_timeout.is_finite() && args.read_timeout > 0.0) {
         return Err(cli::usage("`--read-timeout` must be a positive number of seconds"));
@@ -131,6 +143,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         port: args.port,
         api_key: args.api_key.clone(),
         max_running_requests: args.max_running_requests,
+        max_prefill_tokens: args.max_prefill_tokens,
         max_body_bytes: args.max_body_bytes,
         read_timeout: std::time::Duration::from_secs_f64(args.read_timeout),
         weight_version: args.weight_version.clone(),

@@ -35,9 +35,11 @@ impl RmsNorm {
     }
     fn forward(&self, x: &Tensor) -> Tensor {
         let kind = x.kind();
-        let xf = x.to_kind(Kind::Float);
+        // (Conversions only when needed: each op costs a dispatch on tiny batches.)
+        let xf = if kind == Kind::Float { x.shallow_clone() } else { x.to_kind(Kind::Float) };
         let var = xf.square().mean_dim(-1, true, Kind::Float);
-        let y = (xf * (var + self.eps).rsqrt()).to_kind(kind);
+        let y = xf * (var + self.eps).rsqrt();
+        let y = if kind == Kind::Float { y } else { y.to_kind(kind) };
         &self.w * y
     }
 }
@@ -54,16 +56,13 @@ struct Attention {
     head_dim: i64,
 }
 
-/// HF `rotate_half`: (x1, x2) → (−x2, x1) over the two halves of the last dim.
-fn rotate_half(x: &Tensor) -> Tensor {
-    let d = x.size()[x.dim() - 1];
-    let x1 = x.narrow(-1, 0, d / 2);
-    let x2 = x.narrow(-1, d / 2, d / 2);
-    Tensor::cat(&[x2.neg(), x1], -1)
-}
-
+/// HF's `x·cos + rotate_half(x)·sin`, rotate_half being (x1, x2) → (−x2, x1)
+/// over the two halves of the last dim. `sin` comes signed, (−sin₁, sin₂)
+/// (see [`Model::rope`]), so rotate_half is one roll: (−x2)·sin₁ = x2·(−sin₁)
+/// exactly, the same values in fewer ops.
 fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
-    x * cos + rotate_half(x) * sin
+    let d = x.size()[x.dim() - 1];
+    x * cos + x.roll([d / 2], [-1]) * sin
 }
 
 impl Attention {
@@ -99,13 +98,28 @@ impl Attention {
         (q, k, v)
     }
 
-    /// Attention of q over k, v (GQA heads repeated as HF's `repeat_kv`), then o_proj.
+    /// Attention of q over k, v, then o_proj. GQA: without a mask (training)
+    /// the kv heads are repeated as HF's `repeat_kv`; with an explicit mask
+    /// (the cached path) the `rep` query heads of a kv head are folded into
+    /// its query rows instead, `[B,nkv,rep·T,hd]` against the kv heads as they
+    /// are — the same dot products, without copying the cache `rep` times.
     fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool) -> Tensor {
         let rep = self.n_heads / self.n_kv;
-        let (k, v) =
-            if rep > 1 { (repeat_kv(k, rep), repeat_kv(v, rep)) } else { (k.shallow_clone(), v.shallow_clone()) };
-        let a = Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal && mask.is_none(), None, false);
-        let (b, _, t, _) = a.size4().expect("[B,nh,T,hd]");
+        let (b, _, t, _) = q.size4().expect("[B,nh,T,hd]");
+        let a = match mask {
+            Some(m) if rep > 1 => {
+                let (mb, _, mt, ml) = m.size4().expect("mask [B,1,T,L]");
+                let m = m.unsqueeze(2).expand([mb, 1, rep, mt, ml], false).reshape([mb, 1, rep * mt, ml]);
+                let qf = q.reshape([b, self.n_kv, rep * t, self.head_dim]);
+                Tensor::scaled_dot_product_attention(&qf, k, v, Some(&m), 0.0, false, None, false)
+                    .view([b, self.n_heads, t, self.head_dim])
+            }
+            _ => {
+                let (k, v) =
+                    if rep > 1 { (repeat_kv(k, rep), repeat_kv(v, rep)) } else { (k.shallow_clone(), v.shallow_clone()) };
+                Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal && mask.is_none(), None, false)
+            }
+        };
         self.o_proj.forward(&a.transpose(1, 2).reshape([b, t, self.n_heads * self.head_dim]))
     }
 }
@@ -397,11 +411,13 @@ impl Model {
         Ok(())
     }
 
-    /// cos, sin for the given positions (any shape P) → [P…, head_dim], in `kind`.
+    /// cos and signed sin (first half negated, as [`apply_rope`] wants) for the
+    /// given positions (any shape P) → [P…, head_dim], in `kind`.
     fn rope(&self, pos: &Tensor, kind: Kind) -> (Tensor, Tensor) {
         let freqs = pos.to_kind(Kind::Float).unsqueeze(-1) * &self.inv_freq;
-        let emb = Tensor::cat(&[&freqs, &freqs], -1);
-        (emb.cos().to_kind(kind), emb.sin().to_kind(kind))
+        let sin = freqs.sin();
+        let cos = freqs.cos();
+        (Tensor::cat(&[&cos, &cos], -1).to_kind(kind), Tensor::cat(&[&sin.neg(), &sin], -1).to_kind(kind))
     }
 
     fn head(&self, x: &Tensor) -> Tensor {
@@ -506,28 +522,7 @@ impl Model {
     /// Runs `ids` after what `slot` of `cache` holds, for one sequence; returns
     /// logits [len(ids), V] (float32) and appends to the slot.
     pub fn prefill(&self, cache: &mut KvCache, slot: usize, ids: &[i64]) -> Tensor {
-        tch::no_grad(|| {
-            let n = ids.len() as i64;
-            let p0 = cache.lens[slot] as i64;
-            cache.reserve((p0 + n) as usize);
-            let ids_t = Tensor::from_slice(ids).to_device(self.device).view([1, n]);
-            let mut x = self.embed(&ids_t);
-            let pos = Tensor::arange_start(p0, p0 + n, (Kind::Int64, self.device));
-            let (cos, sin) = self.rope(&pos, x.kind());
-            // Query i (absolute p0+i) sees keys 0..=p0+i.
-            let mask = Tensor::ones([n, p0 + n], (Kind::Bool, self.device)).tril(p0).view([1, 1, n, p0 + n]);
-            let s = slot as i64;
-            for (l, layer) in self.layers.iter().enumerate() {
-                let (kc, vc) = (cache.k[l].get(s), cache.v[l].get(s));
-                x = layer.forward(&x, &cos, &sin, Some(&mask), |k, v| {
-                    kc.narrow(1, p0, n).copy_(&k.get(0));
-                    vc.narrow(1, p0, n).copy_(&v.get(0));
-                    (kc.narrow(1, 0, p0 + n).unsqueeze(0), vc.narrow(1, 0, p0 + n).unsqueeze(0))
-                });
-            }
-            cache.lens[slot] += n as usize;
-            self.head(&x).squeeze_dim(0)
-        })
+        self.extend(cache, &[slot], &[ids], &[0..ids.len()])
     }
 
     /// One decode step for several sequences at once: `last[i]` is the newest
@@ -535,47 +530,98 @@ impl Model {
     /// Returns logits [B, V] (float32) and appends to each slot.
     pub fn decode_step(&self, cache: &mut KvCache, slots: &[usize], last: &[i64]) -> Tensor {
         assert_eq!(slots.len(), last.len(), "one token per slot");
+        let chunks: Vec<&[i64]> = last.iter().map(std::slice::from_ref).collect();
+        let keep = vec![0..1; last.len()];
+        self.extend(cache, slots, &chunks, &keep)
+    }
+
+    /// One batched forward of several sequences through the cache: chunk `i`
+    /// runs after what `slots[i]` holds (its own length), all chunks padded on
+    /// the right to the longest and masked per row, so a batched prefill and a
+    /// decode step (chunks of one token) are the same code. Appends every
+    /// chunk to its slot and returns the logits (float32) of rows `keep[i]` of
+    /// each chunk, concatenated: [Σ len(keep[i]), V]. Only those rows go
+    /// through the LM head.
+    pub fn extend(&self, cache: &mut KvCache, slots: &[usize], chunks: &[&[i64]], keep: &[std::ops::Range<usize>]) -> Tensor {
+        assert!(!slots.is_empty() && slots.len() == chunks.len() && chunks.len() == keep.len(), "one chunk and one row range per slot");
         tch::no_grad(|| {
-            let b = last.len() as i64;
-            let lens: Vec<i64> = slots.iter().map(|&s| cache.lens[s] as i64).collect();
-            let lmax = lens.iter().copied().max().unwrap_or(0) + 1;
-            cache.reserve(lmax as usize);
             let dev = self.device;
-            let ids = Tensor::from_slice(last).to_device(dev).view([b, 1]);
+            let b = slots.len() as i64;
+            let ns: Vec<i64> = chunks.iter().map(|c| c.len() as i64).collect();
+            let nmax = *ns.iter().max().unwrap_or(&1);
+            assert!(nmax > 0, "empty chunk");
+            let p0: Vec<i64> = slots.iter().map(|&s| cache.lens[s] as i64).collect();
+            let lmax = p0.iter().zip(&ns).map(|(p, n)| p + n).max().unwrap_or(1);
+            cache.reserve(lmax as usize);
+            let ragged = ns.iter().any(|&n| n != nmax);
+            let mut ids = Vec::with_capacity((b * nmax) as usize);
+            let mut pos = Vec::with_capacity((b * nmax) as usize);
+            for (c, &p) in chunks.iter().zip(&p0) {
+                ids.extend_from_slice(c);
+                ids.resize(pos.len() + nmax as usize, 0);
+                pos.extend((0..nmax).map(|j| p + j));
+            }
+            let ids = Tensor::from_slice(&ids).to_device(dev).view([b, nmax]);
             let mut x = self.embed(&ids);
-            let pos_t = Tensor::from_slice(&lens).to_device(dev);
-            let (cos, sin) = self.rope(&pos_t.view([b, 1, 1]), x.kind()); // [B,1,1,hd] broadcasts over heads
-            let valid: Vec<i64> = lens.iter().map(|&l| l + 1).collect();
-            let mask = Tensor::arange(lmax, (Kind::Int64, dev))
-                .view([1, lmax])
-                .lt_tensor(&Tensor::from_slice(&valid).to_device(dev).view([b, 1]))
-                .view([b, 1, 1, lmax]);
+            let pos_t = Tensor::from_slice(&pos).to_device(dev).view([b, nmax]);
+            // [B,1,T,hd]: broadcasts over heads.
+            let (cos, sin) = self.rope(&pos_t.unsqueeze(1), x.kind());
+            // Row i, query j (absolute p0_i + j) sees keys 0..=p0_i + j. A padded
+            // query sees keys nobody wrote; its output is never read.
+            let mask = Tensor::arange(lmax, (Kind::Int64, dev)).view([1, 1, lmax]).le_tensor(&pos_t.unsqueeze(-1)).unsqueeze(1);
+            // Where each real token's key goes: (slot, position), and its row in [B*T].
+            let (mut w_slot, mut w_pos, mut w_row) = (Vec::new(), Vec::new(), Vec::new());
+            for (i, (&s, (&p, &n))) in slots.iter().zip(p0.iter().zip(&ns)).enumerate() {
+                for j in 0..n {
+                    w_slot.push(s as i64);
+                    w_pos.push(p + j);
+                    w_row.push(i as i64 * nmax + j);
+                }
+            }
+            let w_idx = [Some(Tensor::from_slice(&w_slot).to_device(dev)), None, Some(Tensor::from_slice(&w_pos).to_device(dev))];
+            let w_row = ragged.then(|| Tensor::from_slice(&w_row).to_device(dev));
             let slot_ids: Vec<i64> = slots.iter().map(|&s| s as i64).collect();
             let slot_t = Tensor::from_slice(&slot_ids).to_device(dev);
             // Consecutive slots are read as a view; others are gathered.
             let first = slot_ids[0];
             let consecutive = slot_ids.iter().enumerate().all(|(i, &s)| s == first + i as i64);
-            let idx = [Some(slot_t.shallow_clone()), None, Some(pos_t.shallow_clone())];
+            let (nkv, hd) = (cache.nkv, cache.hd);
             for (l, layer) in self.layers.iter().enumerate() {
                 let (kc, vc) = (&mut cache.k[l], &mut cache.v[l]);
                 x = layer.forward(&x, &cos, &sin, Some(&mask), |k, v| {
-                    // k, v [B,nkv,1,hd] → cache[slot_i, :, len_i, :]
-                    let _ = kc.index_put_(&idx, &k.squeeze_dim(2), false);
-                    let _ = vc.index_put_(&idx, &v.squeeze_dim(2), false);
+                    // k, v [B,nkv,T,hd] → one row [nkv,hd] per real token.
+                    let rows = |t: &Tensor| {
+                        let flat = t.transpose(1, 2).reshape([b * nmax, nkv, hd]);
+                        match &w_row {
+                            Some(r) => flat.index_select(0, r),
+                            None => flat,
+                        }
+                    };
+                    let _ = kc.index_put_(&w_idx, &rows(&k), false);
+                    let _ = vc.index_put_(&w_idx, &rows(&v), false);
                     let read = |c: &Tensor| {
                         if consecutive {
                             c.narrow(0, first, b).narrow(2, 0, lmax)
                         } else {
-                            c.index_select(0, &slot_t).narrow(2, 0, lmax)
+                            c.narrow(2, 0, lmax).index_select(0, &slot_t)
                         }
                     };
                     (read(kc), read(vc))
                 });
             }
-            for &s in slots {
-                cache.lens[s] += 1;
+            for (&s, &n) in slots.iter().zip(&ns) {
+                cache.lens[s] += n as usize;
             }
-            self.head(&x).squeeze_dim(1)
+            // Only the kept rows go through the final norm and the LM head.
+            let all_rows = keep.iter().zip(&ns).all(|(r, &n)| r.start == 0 && r.end as i64 == n) && !ragged;
+            let h = x.reshape([b * nmax, -1]);
+            let h = if all_rows {
+                h
+            } else {
+                let idx: Vec<i64> = keep.iter().enumerate().flat_map(|(i, r)| r.clone().map(move |j| i as i64 * nmax + j as i64)).collect();
+                h.index_select(0, &Tensor::from_slice(&idx).to_device(dev))
+            };
+            self.head(&h)
         })
     }
 }

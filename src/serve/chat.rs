@@ -16,6 +16,10 @@ pub struct ChatMeta {
     pub tool_names: Vec<String>,
     pub logprobs: bool,
     pub top_logprobs: usize,
+    /// SSE `chat.completion.chunk` events instead of one response.
+    pub stream: bool,
+    /// `stream_options.include_usage`: a last chunk with `usage` and no choices.
+    pub include_usage: bool,
 }
 
 pub struct ChatRequest {
@@ -107,9 +111,12 @@ pub fn parse_tool_calls(text: &str, names: &[String]) -> (String, Vec<ToolCall>)
 }
 
 pub fn parse_request(st: &AppState, m: &Map<String, Value>) -> Result<ChatRequest, String> {
-    if m.get("stream").and_then(Value::as_bool) == Some(true) {
-        return Err("`stream` is not supported on /v1/chat/completions by arl-serve (use /generate with `stream`)".into());
-    }
+    let stream = match m.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return Err(format!("`stream` must be a boolean, got {v}")),
+    };
+    let include_usage = m.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false);
     let messages = m.get("messages").filter(|v| v.is_array()).ok_or("`messages` (a list) is required")?;
     let tools = m.get("tools").filter(|v| !v.is_null());
     if let Some(t) = tools {
@@ -180,7 +187,16 @@ pub fn parse_request(st: &AppState, m: &Map<String, Value>) -> Result<ChatReques
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     Ok(ChatRequest {
         items,
-        meta: ChatMeta { id: st.uuid_hex(), created, parse_tools: tools.is_some() && !tools_off, tool_names, logprobs, top_logprobs },
+        meta: ChatMeta {
+            id: st.uuid_hex(),
+            created,
+            parse_tools: tools.is_some() && !tools_off,
+            tool_names,
+            logprobs,
+            top_logprobs,
+            stream,
+            include_usage,
+        },
     })
 }
 
@@ -189,38 +205,59 @@ fn token_entry(tok: &Tokenizer, id: u32, lp: f32) -> Value {
     json!({"token": t, "logprob": lp, "bytes": t.as_bytes()})
 }
 
+/// `(content, tool_calls)` of a finished choice: the text split into normal
+/// content and parsed calls when tools are on.
+fn content_and_calls(st: &AppState, meta: &ChatMeta, s: &ItemState) -> (Value, Vec<Value>) {
+    let text = s.text(&st.tok);
+    let (content, calls) = if meta.parse_tools { parse_tool_calls(&text, &meta.tool_names) } else { (text, Vec::new()) };
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            json!({"id": format!("call_{}", &st.uuid_hex()[..24]), "index": k, "type": "function",
+                   "function": {"name": c.name, "arguments": c.arguments}})
+        })
+        .collect();
+    let content = if content.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::String(content) };
+    (content, tool_calls)
+}
+
+/// OpenAI's `finish_reason` and SGLang's `matched_stop`.
+fn finish_of(s: &ItemState, has_calls: bool) -> (&'static str, Value) {
+    let (finish, matched) = match &s.finish {
+        Some(Finish::StopToken(t)) => ("stop", json!(t)),
+        Some(Finish::StopStr(x)) => ("stop", json!(x)),
+        Some(Finish::Length(_)) => ("length", Value::Null),
+        Some(Finish::Abort { .. }) => ("abort", Value::Null),
+        None => ("stop", Value::Null),
+    };
+    (if has_calls { "tool_calls" } else { finish }, matched)
+}
+
+fn logprobs_of(tok: &Tokenizer, meta: &ChatMeta, tokens: &[super::scheduler::TokenOut]) -> Value {
+    if !meta.logprobs {
+        return Value::Null;
+    }
+    json!({"content": tokens.iter().map(|t| {
+        let mut e = token_entry(tok, t.id, t.logprob);
+        e["top_logprobs"] = Value::Array(t.top.iter().take(meta.top_logprobs).map(|&(id, lp)| token_entry(tok, id, lp)).collect());
+        e
+    }).collect::<Vec<_>>()})
+}
+
+fn usage(states: &[ItemState]) -> Value {
+    let prompt = states.first().map_or(0, |s| s.prompt_tokens);
+    let completion: usize = states.iter().map(|s| s.tokens.len()).sum();
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
 pub fn response(st: &AppState, meta: &ChatMeta, states: &[ItemState]) -> Value {
     let tok = &st.tok;
     let mut choices = Vec::new();
     for (i, s) in states.iter().enumerate() {
-        let text = s.text(tok);
-        let (content, calls) = if meta.parse_tools { parse_tool_calls(&text, &meta.tool_names) } else { (text, Vec::new()) };
-        let tool_calls: Vec<Value> = calls
-            .iter()
-            .enumerate()
-            .map(|(k, c)| {
-                json!({"id": format!("call_{}", &st.uuid_hex()[..24]), "index": k, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
-            })
-            .collect();
-        let (finish, matched) = match &s.finish {
-            Some(Finish::StopToken(t)) => ("stop", json!(t)),
-            Some(Finish::StopStr(x)) => ("stop", json!(x)),
-            Some(Finish::Length(_)) => ("length", Value::Null),
-            Some(Finish::Abort { .. }) => ("abort", Value::Null),
-            None => ("stop", Value::Null),
-        };
-        let finish = if tool_calls.is_empty() { finish } else { "tool_calls" };
-        let content = if content.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::String(content) };
-        let logprobs = if meta.logprobs {
-            json!({"content": s.tokens.iter().map(|t| {
-                let mut e = token_entry(tok, t.id, t.logprob);
-                e["top_logprobs"] = Value::Array(t.top.iter().take(meta.top_logprobs).map(|&(id, lp)| token_entry(tok, id, lp)).collect());
-                e
-            }).collect::<Vec<_>>()})
-        } else {
-            Value::Null
-        };
+        let (content, tool_calls) = content_and_calls(st, meta, s);
+        let (finish, matched) = finish_of(s, !tool_calls.is_empty());
+        let logprobs = logprobs_of(tok, meta, &s.tokens);
         choices.push(json!({
             "index": i,
             "message": {"role": "assistant", "content": content, "reasoning_content": null,
@@ -230,17 +267,100 @@ pub fn response(st: &AppState, meta: &ChatMeta, states: &[ItemState]) -> Value {
             "matched_stop": matched,
         }));
     }
-    let prompt = states.first().map_or(0, |s| s.prompt_tokens);
-    let completion: usize = states.iter().map(|s| s.tokens.len()).sum();
     json!({
         "id": format!("chatcmpl-{}", meta.id),
         "object": "chat.completion",
         "created": meta.created,
         "model": st.cfg.served_model_name,
         "choices": choices,
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "usage": usage(states),
         "weight_version": states.first().map(|s| s.weight_version.clone()),
     })
+}
+
+/// What a streamed choice has sent so far.
+#[derive(Default, Clone)]
+pub struct StreamState {
+    started: bool,
+    /// Bytes of content text sent.
+    sent_text: usize,
+    /// Tokens whose log-probs were sent.
+    sent_tokens: usize,
+    finished: bool,
+}
+
+fn chunk(st: &AppState, meta: &ChatMeta, choices: Vec<Value>) -> Value {
+    json!({
+        "id": format!("chatcmpl-{}", meta.id),
+        "object": "chat.completion.chunk",
+        "created": meta.created,
+        "model": st.cfg.served_model_name,
+        "choices": choices,
+    })
+}
+
+/// The `chat.completion.chunk` events for choice `i` after an update: the
+/// role first, then content deltas (text that can no longer change: a
+/// possible stop-string start or an unfinished UTF-8 character is held back;
+/// with tools on, content and calls come whole at the end, once parsed), and
+/// with the finish an empty delta carrying `finish_reason`.
+pub fn stream_chunks(st: &AppState, meta: &ChatMeta, i: usize, s: &ItemState, ss: &mut StreamState) -> Vec<Value> {
+    let tok = &st.tok;
+    let mut out = Vec::new();
+    if ss.finished {
+        return out;
+    }
+    if !ss.started {
+        ss.started = true;
+        out.push(chunk(st, meta, vec![json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null})]));
+    }
+    let done = s.finish.is_some();
+    let (delta, calls) = if done {
+        let (content, calls) = content_and_calls(st, meta, s);
+        let text = content.as_str().unwrap_or("");
+        (text.get(ss.sent_text..).unwrap_or("").to_string(), calls)
+    } else if meta.parse_tools {
+        (String::new(), Vec::new())
+    } else {
+        let text = s.text(tok);
+        let hold = s.params.stop.iter().map(|x| x.len()).max().unwrap_or(0);
+        let mut end = text.len().saturating_sub(hold.saturating_sub(1)).max(ss.sent_text);
+        while end > ss.sent_text && !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let safe = &text[..end];
+        let safe = safe.trim_end_matches('\u{FFFD}');
+        (safe.get(ss.sent_text..).unwrap_or("").to_string(), Vec::new())
+    };
+    let new_tokens = &s.tokens[ss.sent_tokens.min(s.tokens.len())..];
+    if !delta.is_empty() || !calls.is_empty() || (meta.logprobs && !new_tokens.is_empty() && !done) {
+        let mut d = json!({"content": delta});
+        if !calls.is_empty() {
+            d["tool_calls"] = Value::Array(calls.clone());
+            if delta.is_empty() {
+                d["content"] = Value::Null;
+            }
+        }
+        ss.sent_text += delta.len();
+        let lp = logprobs_of(tok, meta, new_tokens);
+        ss.sent_tokens = s.tokens.len();
+        out.push(chunk(st, meta, vec![json!({"index": i, "delta": d, "logprobs": lp, "finish_reason": null})]));
+    }
+    if done {
+        ss.finished = true;
+        let (finish, matched) = finish_of(s, !calls.is_empty());
+        let lp = if ss.sent_tokens < s.tokens.len() { logprobs_of(tok, meta, &s.tokens[ss.sent_tokens..]) } else { Value::Null };
+        ss.sent_tokens = s.tokens.len();
+        out.push(chunk(st, meta, vec![json!({"index": i, "delta": {}, "logprobs": lp, "finish_reason": finish, "matched_stop": matched})]));
+    }
+    out
+}
+
+/// The last chunk when `stream_options.include_usage`: no choices, `usage`.
+pub fn usage_chunk(st: &AppState, meta: &ChatMeta, states: &[ItemState]) -> Value {
+    let mut c = chunk(st, meta, Vec::new());
+    c["usage"] = usage(states);
+    c
 }
 
 #[cfg(test)]

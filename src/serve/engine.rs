@@ -16,6 +16,15 @@ use std::sync::Arc;
 /// Identity of a sequence (its KV cache) inside an engine.
 pub type SeqId = u64;
 
+/// One item of [`Engine::prefill_many`]: the arguments of [`Engine::prefill`].
+#[derive(Debug, Clone, Copy)]
+pub struct Prefill<'a> {
+    pub seq: SeqId,
+    pub ids: &'a [u32],
+    pub temperature: f32,
+    pub from_row: usize,
+}
+
 pub trait Engine: Send {
     /// Number of columns of each returned row.
     fn vocab_size(&self) -> usize;
@@ -24,6 +33,12 @@ pub trait Engine: Send {
     /// Runs `ids` after what the sequence's cache holds (creating it when new)
     /// and returns the rows of positions `from_row..ids.len()`, flattened.
     fn prefill(&mut self, seq: SeqId, ids: &[u32], temperature: f32, from_row: usize) -> Result<Vec<f32>>;
+    /// Several fresh prefills at once (one batched forward where the engine
+    /// can); answers one flattened block of rows per item, in order. The
+    /// default runs them one by one.
+    fn prefill_many(&mut self, items: &[Prefill<'_>]) -> Result<Vec<Vec<f32>>> {
+        items.iter().map(|p| self.prefill(p.seq, p.ids, p.temperature, p.from_row)).collect()
+    }
     /// One decode step for every sequence in `seqs` at once, `last[i]` being its
     /// newest token; returns one row per sequence, flattened.
     fn decode(&mut self, seqs: &[SeqId], last: &[u32], temperatures: &[f32]) -> Result<Vec<f32>>;

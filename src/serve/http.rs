@@ -507,7 +507,9 @@ impl Drop for Running {
 }
 
 impl Running {
-    pub fn start(st: &Arc<AppState>, items: Vec<Item>) -> Result<Running, Response> {
+    /// `stream`: the caller reads every token as it comes; otherwise the
+    /// scheduler keeps them and sends each item's tokens once, when it ends.
+    pub fn start(st: &Arc<AppState>, items: Vec<Item>, stream: bool) -> Result<Running, Response> {
         let (tx, rx) = mpsc::unbounded_channel();
         let version = st.shared.weight_version.lock().map(|v| v.clone()).unwrap_or_default();
         let mut states = Vec::with_capacity(items.len());
@@ -533,6 +535,7 @@ impl Running {
                 top_logprobs_num: it.top_logprobs_num,
                 sample_index: it.sample_index,
                 index,
+                stream,
                 tx: tx.clone(),
             });
         }
@@ -634,7 +637,7 @@ async fn generate(State(st): State<Arc<AppState>>, body: Result<Bytes, BytesReje
         Ok(r) => r,
         Err(e) => return bad(e),
     };
-    let mut run = match Running::start(&st, req.items) {
+    let mut run = match Running::start(&st, req.items, req.stream) {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -698,7 +701,7 @@ async fn health_generate(State(st): State<Arc<AppState>>) -> Response {
         top_logprobs_num: 0,
         sample_index: 0,
     };
-    let mut run = match Running::start(&st, vec![item]) {
+    let mut run = match Running::start(&st, vec![item], false) {
         Ok(r) => r,
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     };
@@ -751,6 +754,7 @@ async fn server_info(State(st): State<Arc<AppState>>) -> Json<Value> {
         "device": c.device,
         "dtype": c.dtype,
         "max_running_requests": c.max_running_requests,
+        "max_prefill_tokens": c.max_prefill_tokens,
         "context_length": c.context_len,
         "random_seed": c.random_seed,
         "weight_version": current_version(&st),
@@ -914,13 +918,41 @@ async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         Ok(r) => r,
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, e),
     };
-    let mut run = match Running::start(&st, req.items) {
+    let stream = req.meta.stream;
+    let mut run = match Running::start(&st, req.items, stream) {
         Ok(r) => r,
         Err(r) => return r,
     };
-    run.finish().await;
-    if let Some((code, msg)) = abort_status(&run.states) {
-        return openai_error(code, msg);
+    if !stream {
+        run.finish().await;
+        if let Some((code, msg)) = abort_status(&run.states) {
+            return openai_error(code, msg);
+        }
+        return Json(chat::response(&st, &req.meta, &run.states)).into_response();
     }
-    Json(chat::response(&st, &req.meta, &run.states)).into_response()
+    // SSE: `chat.completion.chunk` events per choice, an optional usage chunk, then `[DONE]`.
+    let meta = Arc::new(req.meta);
+    let progress = vec![chat::StreamState::default(); run.states.len()];
+    let events = futures::stream::unfold((run, st, meta, progress, false), |(mut run, st, meta, mut progress, ended)| async move {
+        if ended {
+            return None;
+        }
+        let (evs, ended) = match run.next().await {
+            Some(i) => {
+                let chunks = chat::stream_chunks(&st, &meta, i, &run.states[i], &mut progress[i]);
+                (chunks.into_iter().map(|c| Event::default().data(c.to_string())).collect::<Vec<_>>(), false)
+            }
+            None => {
+                let mut evs = Vec::new();
+                if meta.include_usage {
+                    evs.push(Event::default().data(chat::usage_chunk(&st, &meta, &run.states).to_string()));
+                }
+                evs.push(Event::default().data("[DONE]"));
+                (evs, true)
+            }
+        };
+        let evs = futures::stream::iter(evs.into_iter().map(Ok::<Event, Infallible>));
+        Some((evs, (run, st, meta, progress, ended)))
+    });
+    Sse::new(futures::StreamExt::flatten(events)).into_response()
 }

@@ -30,6 +30,7 @@ pub struct Config {
     pub port: u16,
     pub api_key: Option<String>,
     pub max_running_requests: usize,
+    pub max_prefill_tokens: usize,
     pub max_body_bytes: usize,
     /// Time a client has for a request's headers, then again for its body.
     pub read_timeout: std::time::Duration,
@@ -55,7 +56,7 @@ pub fn serve(cfg: Config, engine: Box<dyn engine::Engine>, tok: Arc<Tokenizer>, 
         paused: AtomicBool::new(false),
     });
     let (tx, rx) = crossbeam_channel::unbounded();
-    let sched = scheduler::Scheduler::new(engine, tok.clone(), eos, shared.clone(), rx, cfg.max_running_requests, cfg.random_seed);
+    let sched = scheduler::Scheduler::new(engine, tok.clone(), eos, shared.clone(), rx, cfg.max_running_requests, cfg.max_prefill_tokens, cfg.random_seed);
     std::thread::Builder::new().name("arl-scheduler".into()).spawn(move || sched.run()).context("starting the scheduler thread")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -4,7 +4,7 @@
 //! has its own KV cache; finished or aborted ones leave at once. Weight
 //! updates wait for running requests (or abort them, `abort_all_requests`), as
 //! SGLang's writer lock does.
-use super::engine::{Engine, SeqId};
+use super::engine::{Engine, Prefill, SeqId};
 use super::sampling::{self, Knobs};
 use crate::rng::{self, Rng};
 use crate::tokenizer::Tokenizer;
@@ -42,6 +42,8 @@ pub struct Job {
     pub sample_index: u64,
     /// Position in the request's expanded batch; sent back with every update.
     pub index: usize,
+    /// Send every token as it comes (streaming); otherwise one update at the end.
+    pub stream: bool,
     pub tx: mpsc::UnboundedSender<(usize, Update)>,
 }
 
@@ -137,6 +139,31 @@ struct Seq {
     out: Vec<u32>,
     rng: Rng,
     max_stop_chars: usize,
+    /// Not yet sent (a non-streaming job hears once, when it ends).
+    unsent: Vec<TokenOut>,
+    unsent_input: Option<InputLogprobs>,
+}
+
+impl Seq {
+    /// Hands a new token (and the prompt log-probs, once) to the request: at
+    /// once when streaming or finished, else kept for the final update.
+    /// Answers false when the request is gone.
+    fn emit(&mut self, tok: Option<TokenOut>, input: Option<InputLogprobs>, finish: Option<Finish>, version: &str) -> bool {
+        self.unsent.extend(tok);
+        if input.is_some() {
+            self.unsent_input = input;
+        }
+        if !self.job.stream && finish.is_none() {
+            return !self.job.tx.is_closed();
+        }
+        let u = Update {
+            tokens: std::mem::take(&mut self.unsent),
+            input: self.unsent_input.take(),
+            finish,
+            weight_version: version.to_string(),
+        };
+        self.job.tx.send((self.job.index, u)).is_ok()
+    }
 }
 
 pub struct Scheduler {
@@ -150,6 +177,7 @@ pub struct Scheduler {
     paused: bool,
     pending_update: Option<(PathBuf, Option<String>, oneshot::Sender<UpdateResult>)>,
     max_running: usize,
+    max_prefill_tokens: usize,
     seed: u64,
     counter: u64,
 }
@@ -173,6 +201,7 @@ impl Scheduler {
         shared: Arc<Shared>,
         rx: crossbeam_channel::Receiver<Cmd>,
         max_running: usize,
+        max_prefill_tokens: usize,
         seed: u64,
     ) -> Scheduler {
         Scheduler {
@@ -186,6 +215,7 @@ impl Scheduler {
             paused: false,
             pending_update: None,
             max_running: max_running.max(1),
+            max_prefill_tokens: max_prefill_tokens.max(1),
             seed,
             counter: 0,
         }
@@ -276,9 +306,9 @@ impl Scheduler {
         let mut i = 0;
         while i < self.running.len() {
             if hit(&self.running[i].job.rid) {
-                let s = self.running.swap_remove(i);
+                let mut s = self.running.swap_remove(i);
                 self.engine.release(s.id);
-                let _ = s.job.tx.send((s.job.index, Update { tokens: vec![], input: None, finish: Some(finish.clone()), weight_version: version.clone() }));
+                s.emit(None, None, Some(finish.clone()), &version);
             } else {
                 i += 1;
             }
@@ -312,37 +342,66 @@ impl Scheduler {
     }
 
     fn fail(&mut self, job: &Job, e: &anyhow::Error) {
-        let _ = job.tx.send((
-            job.index,
-            Update {
-                tokens: vec![],
-                input: None,
-                finish: Some(Finish::Abort { message: format!("internal error: {e:#}"), status_code: Some(500), err_type: Some("InternalServerError".into()) }),
-                weight_version: self.version(),
-            },
-        ));
+        let _ = job.tx.send((job.index, Update { tokens: vec![], input: None, finish: Some(internal(e)), weight_version: self.version() }));
     }
 
+    /// Admits waiting requests up to `max_running`, prefilling them together:
+    /// one batched forward per group of at most `max_prefill_tokens` padded
+    /// prompt tokens (a longer prompt goes alone).
     fn admit(&mut self) {
-        while self.running.len() < self.max_running {
-            let Some(job) = self.waiting.pop_front() else { break };
-            if job.tx.is_closed() {
-                continue;
-            }
-            self.counter += 1;
-            let id = self.counter;
-            let l = job.input_ids.len();
-            let from_row = if job.return_logprob { job.logprob_start_len.min(l - 1) } else { l - 1 };
-            let t = temp_of(&job.params);
-            let v = self.engine.vocab_size();
-            let rows = match self.engine.prefill(id, &job.input_ids, t, from_row) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.engine.release(id);
-                    self.fail(&job, &e);
+        loop {
+            let mut batch: Vec<(SeqId, Job)> = Vec::new();
+            let mut longest = 0;
+            while self.running.len() + batch.len() < self.max_running {
+                let Some(job) = self.waiting.front() else { break };
+                if job.tx.is_closed() {
+                    self.waiting.pop_front();
                     continue;
                 }
-            };
+                let l = job.input_ids.len().max(longest);
+                if !batch.is_empty() && (batch.len() + 1) * l > self.max_prefill_tokens {
+                    break;
+                }
+                longest = l;
+                let Some(job) = self.waiting.pop_front() else { break };
+                self.counter += 1;
+                batch.push((self.counter, job));
+            }
+            if batch.is_empty() {
+                return;
+            }
+            self.prefill(batch);
+        }
+    }
+
+    fn prefill(&mut self, batch: Vec<(SeqId, Job)>) {
+        let from_row = |job: &Job| {
+            let l = job.input_ids.len();
+            if job.return_logprob {
+                job.logprob_start_len.min(l - 1)
+            } else {
+                l - 1
+            }
+        };
+        let items: Vec<Prefill<'_>> = batch
+            .iter()
+            .map(|(id, job)| Prefill { seq: *id, ids: &job.input_ids, temperature: temp_of(&job.params), from_row: from_row(job) })
+            .collect();
+        let all_rows = match self.engine.prefill_many(&items) {
+            Ok(r) => r,
+            Err(e) => {
+                for (id, job) in &batch {
+                    self.engine.release(*id);
+                    self.fail(job, &e);
+                }
+                return;
+            }
+        };
+        let v = self.engine.vocab_size();
+        let version = self.version();
+        for ((id, job), rows) in batch.into_iter().zip(all_rows) {
+            let l = job.input_ids.len();
+            let from_row = from_row(&job);
             let row = |pos: usize| &rows[(pos - from_row) * v..(pos - from_row + 1) * v];
             let input = job.return_logprob.then(|| {
                 let start = job.logprob_start_len.min(l - 1);
@@ -360,17 +419,17 @@ impl Scheduler {
                 None => rng::mix(&[self.seed, id]),
             };
             let max_stop_chars = job.params.stop.iter().map(|s| s.chars().count()).max().unwrap_or(0);
-            let mut seq = Seq { id, job, out: Vec::new(), rng: Rng::new(seed), max_stop_chars };
-            let version = self.version();
+            let mut seq = Seq { id, job, out: Vec::new(), rng: Rng::new(seed), max_stop_chars, unsent: Vec::new(), unsent_input: None };
             if seq.job.params.max_new_tokens == 0 {
                 self.engine.release(id);
-                let _ = seq.job.tx.send((seq.job.index, Update { tokens: vec![], input, finish: Some(Finish::Length(0)), weight_version: version }));
+                seq.emit(None, input, Some(Finish::Length(0)), &version);
                 continue;
             }
             let last = row(l - 1).to_vec();
             let (tok, finish) = self.step(&mut seq, &last);
-            let _ = seq.job.tx.send((seq.job.index, Update { tokens: vec![tok], input, finish: finish.clone(), weight_version: version }));
-            if finish.is_some() {
+            let done = finish.is_some();
+            let alive = seq.emit(Some(tok), input, finish, &version);
+            if done || !alive {
                 self.engine.release(id);
             } else {
                 self.running.push(seq);
@@ -383,23 +442,24 @@ impl Scheduler {
         let last: Vec<u32> = self.running.iter().map(|s| *s.out.last().unwrap_or(&0)).collect();
         let temps: Vec<f32> = self.running.iter().map(|s| temp_of(&s.job.params)).collect();
         let v = self.engine.vocab_size();
+        let version = self.version();
         let rows = match self.engine.decode(&ids, &last, &temps) {
             Ok(r) => r,
             Err(e) => {
-                for s in std::mem::take(&mut self.running) {
+                for mut s in std::mem::take(&mut self.running) {
                     self.engine.release(s.id);
-                    self.fail(&s.job, &e);
+                    s.emit(None, None, Some(internal(&e)), &version);
                 }
                 return;
             }
         };
-        let version = self.version();
         let mut running = std::mem::take(&mut self.running);
         let mut keep = Vec::with_capacity(running.len());
         for (i, mut seq) in running.drain(..).enumerate() {
             let (tok, finish) = self.step(&mut seq, &rows[i * v..(i + 1) * v]);
-            let sent = seq.job.tx.send((seq.job.index, Update { tokens: vec![tok], input: None, finish: finish.clone(), weight_version: version.clone() }));
-            if finish.is_some() || sent.is_err() {
+            let done = finish.is_some();
+            let alive = seq.emit(Some(tok), None, finish, &version);
+            if done || !alive {
                 self.engine.release(seq.id);
             } else {
                 keep.push(seq);
@@ -448,6 +508,10 @@ impl Scheduler {
         let text = self.tok.inner.decode(ids, p.skip_special_tokens).unwrap_or_default();
         p.stop.iter().find(|s| !s.is_empty() && text.contains(s.as_str())).cloned()
     }
+}
+
+fn internal(e: &anyhow::Error) -> Finish {
+    Finish::Abort { message: format!("internal error: {e:#}"), status_code: Some(500), err_type: Some("InternalServerError".into()) }
 }
 
 fn topk(row: &[f32], k: usize) -> Vec<(u32, f32)> {

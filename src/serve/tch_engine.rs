@@ -2,7 +2,7 @@
 //! trains), with one slot of a shared KV cache per sequence and batched decode steps. Rows are
 //! `log_softmax(logits.float() / T)`, the formula `arl-train` uses to score the
 //! same tokens, so server and trainer log-probs agree.
-use super::engine::{Engine, SeqId};
+use super::engine::{Engine, Prefill, SeqId};
 use crate::model::{KvCache, Model};
 use anyhow::{anyhow, Context, Result};
 use std::collections::HashMap;
@@ -94,6 +94,30 @@ impl Engine for TchEngine {
             (rows.to_kind(Kind::Float) / temperature as f64).log_softmax(-1, Kind::Float)
         })?;
         to_vec(&lp)
+    }
+    fn prefill_many(&mut self, items: &[Prefill<'_>]) -> Result<Vec<Vec<f32>>> {
+        let _g = tch::no_grad_guard();
+        let ids: Vec<Vec<i64>> = items.iter().map(|p| p.ids.iter().map(|&i| i as i64).collect()).collect();
+        let (model, cache, device, vocab) = (&self.model, &mut self.cache, self.device, self.vocab);
+        let slots: Vec<usize> = items.iter().map(|p| *self.slots.entry(p.seq).or_insert_with(|| cache.alloc())).collect();
+        let chunks: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+        let keep: Vec<std::ops::Range<usize>> = items.iter().map(|p| p.from_row..p.ids.len()).collect();
+        // One temperature per returned row.
+        let temps: Vec<f32> = items.iter().flat_map(|p| std::iter::repeat_n(p.temperature, p.ids.len() - p.from_row)).collect();
+        let lp = guarded("prefill", || {
+            let logits = model.extend(cache, &slots, &chunks, &keep);
+            let t = Tensor::from_slice(&temps).to_device(device).view([-1, 1]);
+            (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
+        })?;
+        let flat = to_vec(&lp)?;
+        let mut out = Vec::with_capacity(items.len());
+        let mut at = 0;
+        for p in items {
+            let n = (p.ids.len() - p.from_row) * vocab;
+            out.push(flat[at..at + n].to_vec());
+            at += n;
+        }
+        Ok(out)
     }
     fn decode(&mut self, seqs: &[SeqId], last: &[u32], temperatures: &[f32]) -> Result<Vec<f32>> {
         let _g = tch::no_grad_guard();
