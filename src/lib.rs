@@ -30,5 +30,6 @@ pub mod tokenizer_build;
 pub mod tools;
 pub mod stats;
 pub mod train;
+pub mod web;
 
 pub use record::{Record, Status};

@@ -23,6 +23,11 @@ pub enum Family {
     /// Goals in the shop API of `arl-env` (order, cancel, restock); initial
     /// state in `metadata.api_setup`, the goal state in the label
     Api,
+    /// Goals on the web task site of `arl-env` (a sign-up form, search and
+    /// pick, a multi-page checkout), reached with the browser tools of
+    /// `arl-rollout --web`; the site's initial state in `metadata.web_setup`,
+    /// what it must record in the label
+    Web,
 }
 
 impl Family {
@@ -33,6 +38,7 @@ impl Family {
             Family::Code => "code",
             Family::Sql => "sql",
             Family::Api => "api",
+            Family::Web => "web",
         }
     }
 }
@@ -41,7 +47,7 @@ impl Family {
 ///
 /// Each record has `prompt_id` (`<family>-s<seed>-<index>`), `data_source`
 /// (the family, which `arl-reward --rm auto` maps to its verifier: arith and
-/// math → math, code → code, sql → sql, api → api), `prompt`, `label` and `metadata.difficulty`
+/// math → math, code → code, sql → sql, api → api, web → web), `prompt`, `label` and `metadata.difficulty`
 /// (1–10). The same flags always give the same records.
 ///
 /// `--difficulty auto --history FILE…` reads earlier scored trajectories,
@@ -54,7 +60,9 @@ impl Family {
 /// result, then `Answer: N`; for sql, an `sql` tool call with the gold query,
 /// its rows, then the query in a ```sql block; for api, the calls that reach
 /// the goal with the service's answers, and `response` holds those calls so
-/// `arl-reward --rm api` can replay them).
+/// `arl-reward --rm api` can replay them; for web, the browser calls that
+/// reach the goal (element numbers as the site's pages give them), which
+/// `arl-reward --rm web` replays in a headless browser).
 #[derive(Debug, Parser)]
 #[command(name = "arl-tasks", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
@@ -167,6 +175,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             Family::Code => (tasks::code::generate(&mut rng, level), level),
             Family::Sql => (tasks::sql::generate(&mut rng, level), level),
             Family::Api => (tasks::api::generate(&mut rng, level), level),
+            Family::Web => (tasks::web::generate(&mut rng, level), level),
         };
         let id = format!("{fam}-s{}-{i}", a.seed);
         out.write_owned(task.into_record(fam, id, lvl, a.with_solutions))?;
