@@ -49,9 +49,12 @@ impl WebTool {
         v.get("episode_id").and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("no `episode_id` in {v}"))
     }
 
+    /// Runs one action. The episode's state stays locked until the action is
+    /// done, so the calls of one turn run one after another, in order (the
+    /// lock is fair).
     pub async fn call(&self, name: &str, args: &Value, state: &tokio::sync::Mutex<EpisodeState>) -> ToolOutput {
+        let mut st = state.lock().await;
         let session = {
-            let mut st = state.lock().await;
             if st.web.is_none() {
                 let setup = st.task.get("web_setup").cloned().unwrap_or(json!({"products": []}));
                 let id = match self.start(&setup).await {
