@@ -6,6 +6,7 @@ code\t'Run the last fenced code block against the label\'s tests in the sandbox;
 remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
 sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
+web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
 complete -c arl-reward -l map -d 'With `--rm auto`: route `data_source` SRC to reward NAME (repeatable)' -r
@@ -17,6 +18,7 @@ code\t'Run the last fenced code block against the label\'s tests in the sandbox;
 remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
 sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
+web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
 complete -c arl-reward -l tolerance -d 'math: relative tolerance for numbers (0 = exact comparison of rationals)' -r
@@ -38,6 +40,8 @@ complete -c arl-reward -l overlong-buffer -d 'DAPO: the penalty grows linearly o
 complete -c arl-reward -l overlong-penalty-factor -d 'DAPO: the penalty at and beyond `--max-response-len`' -r
 complete -c arl-reward -l format-bonus -d 'Format bonus: added when the response matches `--format-pattern`' -r
 complete -c arl-reward -l format-pattern -d 'Format bonus: the pattern (e.g. `(?s)<think>.*</think>.*\\\\boxed`)' -r
+complete -c arl-reward -l web -d 'web: the task site\'s URL (`arl-env`), as given to `arl-rollout --web`' -r
+complete -c arl-reward -l chromium -d 'web: the Chromium binary for replays; default `$ARL_CHROMIUM`, else `chromium`, `chromium-browser` or `google-chrome` on PATH' -r -F
 complete -c arl-reward -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-reward -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"
