@@ -4,7 +4,8 @@
 #  * Debian packages the project needs (bubblewrap for the sandbox, build tools,
 #    OpenMPI for data-parallel `arl-train` (feature `mpi`), and
 #    the PostgreSQL server for the SQL environment's tests, which start their
-#    own server in a temporary directory; the package's default cluster is not used).
+#    own server in a temporary directory; the package's default cluster is not used;
+#    Chromium for the web environment, driven headless over the DevTools pipe).
 #  * A Python virtualenv, cached OUTSIDE the repository, holding the PyPI wheel
 #    torch==2.13.0 (the libtorch that `tch` 0.26 links against) and the Python
 #    packages the tests and benchmarks compare against.
@@ -26,7 +27,7 @@ mkdir -p "$cache"
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 # --- Debian packages -------------------------------------------------------
-apt_pkgs=(bubblewrap pkg-config build-essential python3-venv bc curl jq openmpi-bin libopenmpi-dev postgresql)
+apt_pkgs=(bubblewrap pkg-config build-essential python3-venv bc curl jq openmpi-bin libopenmpi-dev postgresql chromium)
 if [ "${ARL_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${apt_pkgs[@]}"; do

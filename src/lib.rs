@@ -31,6 +31,7 @@ pub mod tokenizer_build;
 pub mod tools;
 pub mod stats;
 pub mod train;
+pub mod web;
 
 pub use record::{Record, Status};
 

@@ -6,6 +6,7 @@ code\t'Run the last fenced code block against the label\'s tests in the sandbox;
 remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
 sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
+web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
 game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
 arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
@@ -19,6 +20,7 @@ code\t'Run the last fenced code block against the label\'s tests in the sandbox;
 remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
 sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
+web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
 game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
 arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
@@ -61,6 +63,7 @@ code\t'Run the last fenced code block against the label\'s tests in the sandbox;
 remote\t'POST {prompt, response, label} to `--url`; the answer is a number or {"reward", "detail"}'
 sql\t'Execution match: the response\'s query (last ```sql block, else last `sql` tool call) returns the same rows as `label.gold` on the task\'s database'
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
+web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
 game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
 arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
@@ -71,6 +74,8 @@ complete -c arl-reward -l judge-model -d 'arena, `--judge model`: the `model` fi
 complete -c arl-reward -l judge-max-tokens -d 'arena, `--judge model`: most tokens of the judge\'s reply' -r
 complete -c arl-reward -l judge-api-key -d 'arena, `--judge model`: sent as `Authorization: Bearer KEY`' -r
 complete -c arl-reward -l arena-seed -d 'arena: seed of the elimination tie-break coins' -r
+complete -c arl-reward -l web -d 'web: the task site\'s URL (`arl-env`), as given to `arl-rollout --web`' -r
+complete -c arl-reward -l chromium -d 'web: the Chromium binary for replays; default `$ARL_CHROMIUM`, else `chromium`, `chromium-browser` or `google-chrome` on PATH' -r -F
 complete -c arl-reward -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-reward -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"

@@ -34,6 +34,9 @@ complete -c arl-rollout -l mcp -d 'MCP server over stdio (`sh -c COMMAND`); all 
 complete -c arl-rollout -l sandbox-url -d 'SandboxFusion URL for the `python` tool (e.g. http://127.0.0.1:8080); default: the local sandbox (Linux namespaces, rlimits; see `arl-reward`)' -r
 complete -c arl-rollout -l sandbox-concurrency -d 'Most local sandbox runs at once; default: the number of CPUs' -r
 complete -c arl-rollout -l openapi -d 'OpenAPI 3 spec (URL or JSON file): every operation becomes a tool named by its `operationId`, called over HTTP; with `x-arl-episodes` (as `arl-env` serves) each episode gets its own state, its id in `metadata.episode_id`' -r
+complete -c arl-rollout -l web -d 'Web environment: the task site\'s URL (`arl-env`, e.g. http://127.0.0.1:8700); offers the browser tools `open`, `click`, `type`, `select`, `scroll`, `back` in a headless Chromium that reaches only this site; each episode gets its own site episode (from `metadata.web_setup`, id in `metadata.episode_id`) and browser context' -r
+complete -c arl-rollout -l web-max-chars -d 'Web environment: most characters of one page observation' -r
+complete -c arl-rollout -l chromium -d 'Web environment: the Chromium binary; default `$ARL_CHROMIUM`, else `chromium`, `chromium-browser` or `google-chrome` on PATH' -r -F
 complete -c arl-rollout -l sql-url -d '`sql` tool: PostgreSQL admin URL (`postgres://USER@HOST:PORT/DB`); each episode gets its own schema and a role that can only read it. Default: an in-memory SQLite database per episode' -r
 complete -c arl-rollout -l sql-timeout -d '`sql` tool: time limit of one query, seconds' -r
 complete -c arl-rollout -l sql-max-rows -d '`sql` tool: most rows returned to the model' -r

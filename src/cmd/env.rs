@@ -1,5 +1,6 @@
-//! `arl-env`: environment services over HTTP. Now: the shop API
-//! ([`crate::shop`]) with per-episode state and its OpenAPI spec.
+//! `arl-env`: environment services over HTTP: the shop API
+//! ([`crate::shop`]) with per-episode state and its OpenAPI spec, and the
+//! web environment's task site under `/web/` ([`crate::web::server`]).
 use crate::cli::EXIT_CODES_HELP;
 use crate::shop::{self, Shop, EPISODE_HEADER};
 use anyhow::{Context, Result};
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 pub const TOOL: &str = "arl-env";
 
-/// Environment services for agent rollouts: a stateful shop API with its OpenAPI spec
+/// Environment services for agent rollouts: a stateful shop API with its OpenAPI spec, and a web site for browser tasks
 ///
 /// Serves an inventory-and-orders API (`list_items`, `get_item`,
 /// `restock_item`, `create_order`, `list_orders`, `cancel_order`) whose spec
@@ -31,6 +32,13 @@ pub const TOOL: &str = "arl-env";
 /// (for `arl-reward --rm api`), `DELETE /episodes/ID` forgets it. Episode ids
 /// are random; a call without a known id is refused (404). Episodes beyond
 /// `--max-episodes` evict the oldest.
+///
+/// The web environment's task site (a shop with a sign-up form, a product
+/// search, a wishlist and a three-step checkout) lives under `/web/`:
+/// `POST /web/episodes {"setup": {…}}` starts an episode from a task's
+/// `metadata.web_setup`, its pages are under `/web/e/ID/` (for the browser
+/// of `arl-rollout --web URL`), `GET /web/episodes/ID` returns what was
+/// submitted (for `arl-reward --rm web`), `DELETE` forgets it.
 ///
 /// Prints `arl-env: listening on http://HOST:PORT` on stderr once bound
 /// (`--port 0` picks a free port) and serves until killed.
@@ -178,6 +186,7 @@ pub fn router(max_body: usize, read_timeout: Duration, max_episodes: usize, base
         .route("/health", get(|| async { Json(json!({"ok": true})) }))
         .route("/episodes", post(create_episode))
         .route("/episodes/{id}", get(get_episode).delete(delete_episode))
+        .merge(crate::web::server::router(max_episodes))
         .fallback(operation)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state((max_body, read_timeout), bounded_body))

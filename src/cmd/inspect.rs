@@ -70,6 +70,9 @@ pub struct StatsArgs {
 /// shown trained (green, or `[+ … +]` without colour) or not trained (dim,
 /// `[- … -]`); `--tokens` lists every response token with its id, mask,
 /// log-prob and advantage.
+///
+/// A web episode (browser tool calls, `arl-rollout --web`) is also shown
+/// as its actions (`→ click({"id":4})`), each followed by the page it returned.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXIT_CODES_HELP)]
 pub struct ShowArgs {
@@ -377,6 +380,11 @@ pub fn render(pos: &crate::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_tok
                 s += "\n";
             }
         }
+    }
+    if let Some(ep) = r.response.as_deref().and_then(crate::web::render_episode) {
+        s += &st.head("web episode");
+        s += "\n";
+        s += &ep;
     }
     if let Some(d) = &r.reward_detail {
         s += &st.head("reward_detail");

@@ -34,6 +34,9 @@ pub enum RmName {
     /// Goal check in an OpenAPI environment service (`arl-env`): the state of the
     /// trajectory's `metadata.episode_id`, or a replay of the response's tool calls
     Api,
+    /// Goal check on the web task site (`arl-env`): the state of the trajectory's
+    /// `metadata.episode_id`, or a replay of the response's browser calls in headless Chromium
+    Web,
     /// An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record
     Cmd,
     /// The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`):
@@ -60,7 +63,7 @@ pub enum RmName {
 ///
 /// `--rm auto` maps `data_source` to a function: built in are
 /// arith, math, gsm8k, openai/gsm8k, math_dapo → math, code → code, sql → sql
-/// and api → api;
+/// api → api and web → web;
 /// `--map SRC=NAME` adds or overrides, `--default-rm` covers the rest.
 /// tictactoe and connect4 (arena games) → game.
 ///
@@ -255,6 +258,14 @@ pub struct Args {
     /// arena: seed of the elimination tie-break coins
     #[arg(long, default_value_t = 0, value_name = "S", help_heading = "arena")]
     pub arena_seed: u64,
+    /// web: the task site's URL (`arl-env`), as given to `arl-rollout --web`
+    #[arg(long, value_name = "URL", help_heading = "web")]
+    pub web: Option<String>,
+
+    /// web: the Chromium binary for replays; default `$ARL_CHROMIUM`, else
+    /// `chromium`, `chromium-browser` or `google-chrome` on PATH
+    #[arg(long, value_name = "PATH", help_heading = "web")]
+    pub chromium: Option<std::path::PathBuf>,
 
     #[command(flatten)]
     pub input: InputArgs,
@@ -297,6 +308,7 @@ const DEFAULT_MAP: &[(&str, RmName)] = &[
     ("api", RmName::Api),
     ("tictactoe", RmName::Game),
     ("connect4", RmName::Game),
+    ("web", RmName::Web),
 ];
 
 fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
@@ -330,6 +342,14 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
             loss: a.game_loss,
             forfeit: a.game_forfeit.unwrap_or(a.game_loss),
         }),
+        RmName::Web => {
+            let site = a.web.as_deref().ok_or_else(|| cli::usage("`--rm web` needs `--web URL` (the task site, as given to `arl-rollout --web`)"))?;
+            let origin = crate::web::origin_of(site).ok_or_else(|| cli::usage(format!("`--web {site}`: expected a URL such as http://127.0.0.1:8700")))?.to_string();
+            let timeout = Duration::from_secs_f64(a.timeout);
+            let hostport = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h).to_string();
+            let launch = a.chromium.clone().or_else(crate::web::cdp::find_chromium).map(|chromium| crate::web::cdp::LaunchOpts { chromium, allow: vec![hostport], timeout });
+            Rm::Web(std::sync::Arc::new(reward::web::WebOpts::new(&origin, launch, timeout)?))
+        }
         RmName::Cmd => return Err(cli::usage("`cmd` cannot be chosen per record; use `--rm cmd` on its own")),
         RmName::Arena => return Err(cli::usage("`arena` ranks whole groups and cannot be chosen per record; use `--rm arena` on its own")),
         RmName::Auto => return Err(cli::usage("`auto` cannot map to `auto`")),

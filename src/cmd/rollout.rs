@@ -148,6 +148,20 @@ pub struct Args {
     /// `arl-env` serves) each episode gets its own state, its id in `metadata.episode_id`
     #[arg(long, value_name = "SPEC", help_heading = "Tools")]
     pub openapi: Option<String>,
+    /// Web environment: the task site's URL (`arl-env`, e.g.
+    /// http://127.0.0.1:8700); offers the browser tools `open`, `click`,
+    /// `type`, `select`, `scroll`, `back` in a headless Chromium that reaches
+    /// only this site; each episode gets its own site episode (from
+    /// `metadata.web_setup`, id in `metadata.episode_id`) and browser context
+    #[arg(long, value_name = "URL", help_heading = "Tools")]
+    pub web: Option<String>,
+    /// Web environment: most characters of one page observation
+    #[arg(long, default_value_t = 4000, value_name = "CHARS", help_heading = "Tools")]
+    pub web_max_chars: usize,
+    /// Web environment: the Chromium binary; default `$ARL_CHROMIUM`, else
+    /// `chromium`, `chromium-browser` or `google-chrome` on PATH
+    #[arg(long, value_name = "PATH", help_heading = "Tools")]
+    pub chromium: Option<PathBuf>,
     /// `sql` tool: PostgreSQL admin URL (`postgres://USER@HOST:PORT/DB`); each
     /// episode gets its own schema and a role that can only read it. Default:
     /// an in-memory SQLite database per episode

@@ -27,6 +27,11 @@ pub enum Family {
     /// level L opens with L-1 random moves (`metadata.opening`); no label,
     /// the game's result is the verdict (`arl-reward --rm game`)
     Arena,
+    /// Goals on the web task site of `arl-env` (a sign-up form, search and
+    /// pick, a multi-page checkout), reached with the browser tools of
+    /// `arl-rollout --web`; the site's initial state in `metadata.web_setup`,
+    /// what it must record in the label
+    Web,
 }
 
 impl Family {
@@ -38,6 +43,7 @@ impl Family {
             Family::Sql => "sql",
             Family::Api => "api",
             Family::Arena => "arena",
+            Family::Web => "web",
         }
     }
 }
@@ -46,7 +52,7 @@ impl Family {
 ///
 /// Each record has `prompt_id` (`<family>-s<seed>-<index>`), `data_source`
 /// (the family, which `arl-reward --rm auto` maps to its verifier: arith and
-/// math → math, code → code, sql → sql, api → api), `prompt`, `label` and `metadata.difficulty`
+/// math → math, code → code, sql → sql, api → api, web → web), `prompt`, `label` and `metadata.difficulty`
 /// (1–10). The same flags always give the same records.
 ///
 /// `--difficulty auto --history FILE…` reads earlier scored trajectories,
@@ -59,7 +65,9 @@ impl Family {
 /// result, then `Answer: N`; for sql, an `sql` tool call with the gold query,
 /// its rows, then the query in a ```sql block; for api, the calls that reach
 /// the goal with the service's answers, and `response` holds those calls so
-/// `arl-reward --rm api` can replay them).
+/// `arl-reward --rm api` can replay them; for web, the browser calls that
+/// reach the goal (element numbers as the site's pages give them), which
+/// `arl-reward --rm web` replays in a headless browser).
 #[derive(Debug, Parser)]
 #[command(name = "arl-tasks", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
@@ -193,6 +201,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 let g = crate::arena::game::Game::parse(&a.game).ok_or_else(|| cli::usage(format!("`--game {}`: unknown game", a.game)))?;
                 (tasks::arena::generate(&mut rng, level, g), level)
             }
+            Family::Web => (tasks::web::generate(&mut rng, level), level),
         };
         if a.family == Family::Arena {
             let id = format!("{}-s{}-{i}", a.game, a.seed);

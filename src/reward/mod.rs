@@ -13,6 +13,7 @@ pub mod math;
 pub mod remote;
 pub mod sql;
 pub mod text;
+pub mod web;
 
 use crate::record::Record;
 use crate::sandbox::Sandbox;
@@ -33,6 +34,7 @@ pub enum Rm {
     Api(api::ApiOpts),
     /// The result of an arena game (`metadata.arena.result`).
     Game(arena::GameOpts),
+    Web(std::sync::Arc<web::WebOpts>),
     /// Dispatch by `data_source` (exact name, else the default).
     Auto { map: BTreeMap<String, Box<Rm>>, default: Option<Box<Rm>> },
 }
@@ -49,6 +51,7 @@ impl Rm {
             Rm::Sql(_) => "sql",
             Rm::Api(_) => "api",
             Rm::Game(_) => "game",
+            Rm::Web(_) => "web",
             Rm::Auto { .. } => "auto",
         }
     }
@@ -57,7 +60,7 @@ impl Rm {
     /// are worth scoring concurrently.
     pub fn waits(&self) -> bool {
         match self {
-            Rm::Code(_) | Rm::Remote(_) | Rm::Sql(_) | Rm::Api(_) => true,
+            Rm::Code(_) | Rm::Remote(_) | Rm::Sql(_) | Rm::Api(_) | Rm::Web(_) => true,
             Rm::Auto { map, default } => map.values().any(|r| r.waits()) || default.as_ref().is_some_and(|r| r.waits()),
             _ => false,
         }
@@ -177,6 +180,7 @@ pub fn base_score(rm: &Rm, sandbox: Option<&Sandbox>, r: &Record) -> Result<Scor
         Rm::Sql(o) => sql::score(o, r),
         Rm::Api(o) => api::score(o, r),
         Rm::Game(o) => arena::game_score(o, r),
+        Rm::Web(o) => web::score(o, r),
         Rm::Auto { map, default } => {
             let ds = r.data_source.as_deref().unwrap_or("");
             let chosen = map.get(ds).or(default.as_ref()).ok_or_else(|| {

@@ -192,7 +192,10 @@ impl Shared {
                 break;
             }
         }
-        e.env_episode = state.lock().await.api_episode.clone();
+        {
+            let st = state.lock().await;
+            e.env_episode = st.api_episode.clone().or_else(|| st.web_episode.clone());
+        }
         Ok(e)
     }
 }

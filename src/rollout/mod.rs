@@ -104,6 +104,24 @@ fn build_registry(args: &Args) -> Result<Registry> {
             reg.add(Tool { name, definition, imp: ToolImpl::OpenApi(tool.clone()) })?;
         }
     }
+    if let Some(site) = &args.web {
+        if !(site.starts_with("http://") || site.starts_with("https://")) {
+            return Err(cli::usage(format!("`--web {site}`: expected the task site's URL, e.g. http://127.0.0.1:8700")));
+        }
+        let chromium = match &args.chromium {
+            Some(p) => p.clone(),
+            None => crate::web::cdp::find_chromium().ok_or_else(|| cli::hint(cli::usage("`--web`: no Chromium found (chromium, chromium-browser or google-chrome on PATH)"), "install it (scripts/setup.sh installs Debian's `chromium`) or pass `--chromium PATH`"))?,
+        };
+        let origin = crate::web::origin_of(site).unwrap_or(site).to_string();
+        let hostport = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h).to_string();
+        let launch = crate::web::cdp::LaunchOpts { chromium, allow: vec![hostport], timeout };
+        let http = reqwest::Client::builder().timeout(timeout).build().context("HTTP client")?;
+        let tool = Arc::new(tools::web::WebTool::new(&origin, launch, args.web_max_chars, http));
+        for definition in crate::web::definitions() {
+            let name = definition.pointer("/function/name").and_then(Value::as_str).unwrap_or("").to_string();
+            reg.add(Tool { name, definition, imp: ToolImpl::Web(tool.clone()) })?;
+        }
+    }
     let specs: Vec<Value> = match &args.tool_spec {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;

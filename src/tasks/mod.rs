@@ -1,8 +1,9 @@
 //! Procedurally generated, automatically verifiable tasks (RLVE-style):
 //! `arith` (calculator-tool arithmetic), `math` (`\boxed{}` answers),
 //! `code` (Python functions with hidden unit tests), `sql` (questions
-//! over a generated database, answered with a query) and `api` (goals in
-//! the shop service of `arl-env`, reached through its OpenAPI tools). Every task is a prompt
+//! over a generated database, answered with a query), `api` (goals in
+//! the shop service of `arl-env`, reached through its OpenAPI tools) and
+//! `web` (goals on `arl-env`'s task site, reached in a headless browser). Every task is a prompt
 //! record with a `label`, `data_source` (which selects the verifier under
 //! `arl-reward --rm auto`), and `metadata.difficulty`; generation is a pure
 //! function of (family, seed, index, difficulty), so it is reproducible.
@@ -17,6 +18,7 @@ pub mod code;
 pub mod difficulty;
 pub mod math;
 pub mod sql;
+pub mod web;
 
 use crate::record::Record;
 use serde_json::{json, Value};

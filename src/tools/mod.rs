@@ -1,7 +1,8 @@
 //! The tools an agent can call during a rollout: built-in `calculator` and
 //! `python`, external commands (`--tool NAME=COMMAND`, JSON on stdin/stdout)
 //! MCP servers over stdio (`--mcp COMMAND`), `sql` (the task's database) and
-//! the operations of an OpenAPI service (`--openapi SPEC`). Each tool has an OpenAI tool
+//! the operations of an OpenAPI service (`--openapi SPEC`) and the browser
+//! actions of the web environment (`--web URL`). Each tool has an OpenAI tool
 //! definition (JSON schema) that the chat template writes into the system turn.
 pub mod calculator;
 pub mod external;
@@ -9,6 +10,7 @@ pub mod mcp;
 pub mod openapi;
 pub mod python;
 pub mod sql;
+pub mod web;
 
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -43,6 +45,10 @@ pub struct EpisodeState {
     pub sql_db: Option<Arc<std::sync::Mutex<crate::sql::Db>>>,
     /// The OpenAPI service's episode id, once the first call started it.
     pub api_episode: Option<String>,
+    /// The web task site's episode id, once the first browser call started it.
+    pub web_episode: Option<String>,
+    /// The episode's browser tab (its context is disposed when this drops).
+    pub web: Option<Arc<crate::web::Session>>,
 }
 
 impl EpisodeState {
@@ -58,6 +64,7 @@ pub enum ToolImpl {
     Mcp(Arc<mcp::McpClient>),
     Sql(Arc<sql::SqlTool>),
     OpenApi(Arc<openapi::OpenApiTool>),
+    Web(Arc<web::WebTool>),
 }
 
 pub struct Tool {
@@ -139,6 +146,7 @@ impl Registry {
             ToolImpl::Mcp(client) => client.call(name, args).await,
             ToolImpl::Sql(t) => t.call(args, state).await,
             ToolImpl::OpenApi(t) => t.call(name, args, state).await,
+            ToolImpl::Web(t) => t.call(name, args, state).await,
         }
     }
 }

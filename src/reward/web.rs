@@ -1,0 +1,151 @@
+//! The `web` reward: did the episode reach its goal on the web task site
+//! (`arl-env`, [`crate::web::site`])? The label is the goal (`signup`,
+//! `wishlist` and/or `orders`, [`crate::web::site::check_goal`]); the final
+//! state is read from the site for the trajectory's `metadata.episode_id`
+//! (recorded by `arl-rollout --web`). A record without one (a reference
+//! solution, an offline response) is replayed: a fresh site episode starts
+//! from `metadata.web_setup`, the response's browser tool calls run in a
+//! headless Chromium tab (its own browser context; the browser starts on
+//! the first replay), and the replay episode is deleted once read. 1 when
+//! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
+use super::{Score, ScoreError};
+use crate::record::Record;
+use crate::rollout::episode::{parse_tool_calls, Call};
+use crate::web::cdp::{Browser, LaunchOpts};
+use crate::web::site::{check_goal, State};
+use crate::web::{Session, TOOLS};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+pub struct WebOpts {
+    /// The task site, `http://host:port`.
+    pub site: String,
+    pub http: reqwest::blocking::Client,
+    /// How to start the browser for replays; `None`: no Chromium was found.
+    pub launch: Option<LaunchOpts>,
+    pub max_chars: usize,
+    browser: Mutex<Option<Arc<Browser>>>,
+}
+
+impl Clone for WebOpts {
+    fn clone(&self) -> WebOpts {
+        WebOpts { site: self.site.clone(), http: self.http.clone(), launch: self.launch.clone(), max_chars: self.max_chars, browser: Mutex::new(self.browser.lock().unwrap_or_else(|p| p.into_inner()).clone()) }
+    }
+}
+
+impl std::fmt::Debug for WebOpts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WebOpts({})", self.site)
+    }
+}
+
+impl WebOpts {
+    pub fn new(site: &str, launch: Option<LaunchOpts>, timeout: std::time::Duration) -> anyhow::Result<WebOpts> {
+        Ok(WebOpts {
+            site: site.trim_end_matches('/').to_string(),
+            http: reqwest::blocking::Client::builder().timeout(timeout).build()?,
+            launch,
+            max_chars: 4000,
+            browser: Mutex::new(None),
+        })
+    }
+
+    fn browser(&self) -> Result<Arc<Browser>, String> {
+        let mut g = self.browser.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = g.as_ref() {
+            return Ok(b.clone());
+        }
+        let o = self.launch.as_ref().ok_or("replaying needs a browser, and no Chromium was found (install `chromium` or pass `--chromium PATH`)")?;
+        let b = Arc::new(Browser::launch(o)?);
+        *g = Some(b.clone());
+        Ok(b)
+    }
+
+    fn start(&self, setup: &Value) -> Result<String, String> {
+        let r = self.http.post(format!("{}/web/episodes", self.site)).json(&json!({"setup": setup})).send().map_err(|e| format!("the task site is unreachable: {e}"))?;
+        let status = r.status();
+        let v: Value = r.json().map_err(|e| e.to_string())?;
+        if !status.is_success() {
+            return Err(format!("HTTP {status}: {v}"));
+        }
+        v.get("episode_id").and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("no `episode_id` in {v}"))
+    }
+
+    /// The episode's state; `Ok(None)` when the site does not know it.
+    pub fn state(&self, episode: &str) -> Result<Option<Value>, String> {
+        let r = self.http.get(format!("{}/web/episodes/{}", self.site, crate::tools::openapi::encode(episode))).send().map_err(|e| format!("the task site is unreachable: {e}"))?;
+        if r.status().as_u16() == 404 {
+            return Ok(None);
+        }
+        if !r.status().is_success() {
+            return Err(format!("reading the episode state: HTTP {}", r.status()));
+        }
+        r.json().map(Some).map_err(|e| e.to_string())
+    }
+
+    fn delete(&self, episode: &str) {
+        let _ = self.http.delete(format!("{}/web/episodes/{}", self.site, crate::tools::openapi::encode(episode))).send();
+    }
+
+    /// Replays browser tool calls in a fresh episode: (episode id, calls, calls that failed).
+    pub fn replay(&self, setup: &Value, calls: &[(String, Value)]) -> Result<(String, usize, usize), String> {
+        let id = self.start(setup)?;
+        let browser = self.browser()?;
+        let page = browser.new_page()?;
+        let s = Session::new(page, &self.site, &id, self.max_chars);
+        let mut errors = 0;
+        for (name, args) in calls {
+            if s.act(name, args).error {
+                errors += 1;
+            }
+        }
+        Ok((id, calls.len(), errors))
+    }
+}
+
+pub fn score(o: &WebOpts, r: &Record) -> Result<Score, ScoreError> {
+    let goal = super::need_label(r)?;
+    let (episode, mode, calls) = match r.meta("episode_id") {
+        Some(Value::String(id)) => (id.clone(), "recorded", None),
+        Some(_) => return Err(ScoreError("field `metadata.episode_id`: expected a string".into())),
+        None => {
+            let resp = super::need_response(r)?;
+            let setup = r.meta("web_setup").cloned().ok_or_else(|| ScoreError("field `metadata.web_setup`: missing; a web task carries the site's initial state".into()))?;
+            let calls: Vec<(String, Value)> = parse_tool_calls(resp)
+                .into_iter()
+                .filter_map(|c| match c {
+                    Call::Ok { name, arguments } if TOOLS.contains(&name.as_str()) => Some((name, arguments)),
+                    _ => None,
+                })
+                .collect();
+            let (id, n, e) = o.replay(&setup, &calls).map_err(|e| ScoreError(format!("replaying in the browser: {e}")))?;
+            (id, "replayed", Some((n, e)))
+        }
+    };
+    let mut detail = json!({"episode_id": episode, "mode": mode});
+    if let Some((n, e)) = calls {
+        detail["calls"] = json!(n);
+        detail["call_errors"] = json!(e);
+    }
+    let state = o.state(&episode);
+    if mode == "replayed" {
+        o.delete(&episode);
+    }
+    let state = match state.map_err(ScoreError)? {
+        Some(s) => s,
+        None => return Err(ScoreError(format!("field `metadata.episode_id`: the task site does not know episode `{episode}` (restarted, or another site?)"))),
+    };
+    let st = State::from_setup(&state).map_err(|e| ScoreError(format!("the site's state: {e}")))?;
+    match check_goal(&st, goal).map_err(|e| ScoreError(format!("field `label`: {e}")))? {
+        None => {
+            detail["reason"] = json!("goal met");
+            detail["match"] = json!(true);
+            Ok(Score { reward: 1.0, detail, explain: format!("goal met ({mode} episode)") })
+        }
+        Some(why) => {
+            detail["reason"] = json!(why.clone());
+            detail["match"] = json!(false);
+            Ok(Score { reward: 0.0, detail, explain: format!("goal not met: {why}") })
+        }
+    }
+}
