@@ -174,8 +174,16 @@ impl Client {
             if let Ok(mut m) = self.inflight.lock() {
                 m.remove(&rid);
             }
+            // A garbled body (not JSON, cut short) is retried like a failed
+            // connection; a well-formed answer that lacks what rollout needs is not.
+            let res = res.and_then(|b| {
+                parse_generation_bytes(&b).map_err(|e| {
+                    let garbled = e.downcast_ref::<serde_json::Error>().is_some_and(|j| j.is_syntax() || j.is_eof());
+                    (garbled, e)
+                })
+            });
             match res {
-                Ok(b) => return parse_generation_bytes(&b).map_err(GenError::Fatal),
+                Ok(g) => return Ok(g),
                 Err((true, _e)) if attempt < self.cfg.max_retries => {
                     attempt += 1;
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
