@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod dataset;
 pub mod dist;
 pub mod docs;
+pub mod episodes;
 pub mod filter;
 pub mod group;
 pub mod http_body;

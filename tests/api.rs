@@ -10,46 +10,9 @@ mod serve_util;
 
 use common::{jsonl, run, run_in};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 
 /// A running `arl-env --port 0`, killed on drop.
-pub struct Env {
-    child: Child,
-    pub url: String,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Env {
-    pub fn start(extra: &[&str]) -> Env {
-        let mut child = Command::new(common::exe("arl-env"))
-            .args(["--port", "0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn arl-env");
-        let mut line = String::new();
-        BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.trim().strip_prefix("arl-env: listening on ").unwrap_or_else(|| panic!("arl-env said {line:?}")).to_string();
-        Env { child, url }
-    }
-
-    fn spec(&self) -> String {
-        format!("{}/openapi.json", self.url)
-    }
-}
-
-fn to_jsonl(recs: &[Value]) -> Vec<u8> {
-    recs.iter().map(|r| format!("{r}\n")).collect::<String>().into_bytes()
-}
+use common::{prompts_of, to_jsonl, EnvServer as Env};
 
 fn tasks(n: &str, level: &str, seed: &str) -> Vec<Value> {
     jsonl(&run("arl-tasks", &["api", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"").ok().stdout)
@@ -193,16 +156,7 @@ fn rollout_with_openapi_tools_records_episodes_and_reaches_goals() {
     let p = d.path();
     serve_util::scripted_model_dir(&p.join("model"));
     let recs = tasks("6", "5", "9");
-    let prompts: Vec<Value> = recs
-        .iter()
-        .map(|r| {
-            let mut x = r.clone();
-            for k in ["response", "messages"] {
-                x.as_object_mut().unwrap().remove(k);
-            }
-            x
-        })
-        .collect();
+    let prompts = prompts_of(&recs);
     std::fs::write(p.join("tasks.jsonl"), to_jsonl(&prompts)).unwrap();
     let mut scripts = Vec::new();
     for r in &recs {

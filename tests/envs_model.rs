@@ -12,9 +12,7 @@ mod serve_util;
 
 use common::{jsonl, run_in};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -60,16 +58,12 @@ fn sql_and_api_environments_on_the_tiny_model() {
     check(&jsonl(&std::fs::read(p.join("sql-scored.jsonl")).unwrap()), "sql", 4);
 
     // API, against arl-env.
-    let mut env = Command::new(common::exe("arl-env")).args(["--port", "0"]).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(env.stderr.take().unwrap()).read_line(&mut line).unwrap();
-    let spec = format!("{}/openapi.json", line.trim().strip_prefix("arl-env: listening on ").expect("arl-env listening"));
+    let env = common::EnvServer::start(&[]);
+    let spec = env.spec();
     run_in(p, "arl-tasks", &["api", "-n", "2", "--difficulty", "3", "-o", "api.jsonl"], b"").ok();
     let mut args: Vec<&str> = common_args.to_vec();
     args.extend(["-i", "api.jsonl", "--openapi", &spec, "-o", "api-roll.jsonl"]);
     run_in(p, "arl-rollout", &args, b"").ok();
     run_in(p, "arl-reward", &["-q", "--rm", "api", "--openapi", &spec, "-i", "api-roll.jsonl", "-o", "api-scored.jsonl"], b"").ok();
     check(&jsonl(&std::fs::read(p.join("api-scored.jsonl")).unwrap()), "create_order", 4);
-    let _ = env.kill();
-    let _ = env.wait();
 }

@@ -14,9 +14,8 @@ mod serve_util;
 use arl::web::{cdp, Session};
 use common::{jsonl, run, run_in};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,34 +29,7 @@ fn chromium() -> Option<std::path::PathBuf> {
 }
 
 /// A running `arl-env --port 0`, killed on drop.
-struct Env {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Env {
-    fn start() -> Env {
-        let mut child = Command::new(common::exe("arl-env")).args(["--port", "0"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn arl-env");
-        let mut line = String::new();
-        BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.trim().strip_prefix("arl-env: listening on ").unwrap_or_else(|| panic!("arl-env said {line:?}")).to_string();
-        Env { child, url }
-    }
-    fn hostport(&self) -> String {
-        self.url.trim_start_matches("http://").to_string()
-    }
-}
-
-fn to_jsonl(recs: &[Value]) -> Vec<u8> {
-    recs.iter().map(|r| format!("{r}\n")).collect::<String>().into_bytes()
-}
+use common::{prompts_of, to_jsonl, EnvServer as Env};
 
 fn tasks(n: &str, level: &str, seed: &str) -> Vec<Value> {
     jsonl(&run("arl-tasks", &["web", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"").ok().stdout)
@@ -76,7 +48,7 @@ fn web_reference_solutions_reach_reward_one_in_the_browser() {
     if chromium().is_none() {
         return;
     }
-    let env = Env::start();
+    let env = Env::start(&[]);
     let recs = tasks("9", "4", "3");
     let kinds: std::collections::BTreeSet<&str> = recs.iter().map(|r| r["metadata"]["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.len(), 3, "every kind of task: {kinds:?}");
@@ -163,7 +135,7 @@ fn browser_actions_contexts_and_isolation() {
          setTimeout(() => {{ if (location.search === '?go') location.href = '{s}/nav'; }}, 50);</script>"
     );
     let (task_addr, same_origin_hits) = serve_page(page, "same-origin-probe");
-    let env = Env::start();
+    let env = Env::start(&[]);
     let b = cdp::Browser::launch(&cdp::LaunchOpts { chromium, allow: vec![task_addr.clone(), env.hostport()], timeout: Duration::from_secs(15) }).expect("launch");
     assert!(b.version().unwrap().contains("Chrome"), "{:?}", b.version());
 
@@ -240,21 +212,12 @@ fn rollout_with_browser_tools_records_episodes_and_reaches_goals() {
     if chromium().is_none() {
         return;
     }
-    let env = Env::start();
+    let env = Env::start(&[]);
     let d = common::tmpdir();
     let p = d.path();
     serve_util::scripted_model_dir(&p.join("model"));
     let recs = tasks("3", "2", "5");
-    let prompts: Vec<Value> = recs
-        .iter()
-        .map(|r| {
-            let mut x = r.clone();
-            for k in ["response", "messages"] {
-                x.as_object_mut().unwrap().remove(k);
-            }
-            x
-        })
-        .collect();
+    let prompts = prompts_of(&recs);
     std::fs::write(p.join("tasks.jsonl"), to_jsonl(&prompts)).unwrap();
     // Turn 1: all the reference calls at once; turn 2 (after the pages): done.
     let mut scripts: Vec<String> = recs.iter().map(|r| json!({"when": r["prompt"], "completion": r["response"].as_str().unwrap().trim_end_matches("Done.")}).to_string()).collect();
@@ -306,7 +269,7 @@ fn web_environment_on_the_tiny_model() {
     if chromium().is_none() {
         return;
     }
-    let env = Env::start();
+    let env = Env::start(&[]);
     let d = common::tmpdir();
     let p = d.path();
     let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/golden/tiny.json");

@@ -2,6 +2,7 @@
 //! ([`crate::shop`]) with per-episode state and its OpenAPI spec, and the
 //! web environment's task site under `/web/` ([`crate::web::server`]).
 use crate::cli::EXIT_CODES_HELP;
+use crate::episodes::{self, body_object, error as err, Episodes, Shared};
 use crate::shop::{self, Shop, EPISODE_HEADER};
 use anyhow::{Context, Result};
 use axum::body::Bytes;
@@ -13,10 +14,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
-use serde_json::{json, Map, Value};
+use serde_json::json;
+use std::sync::Arc;
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const TOOL: &str = "arl-env";
@@ -62,74 +63,18 @@ pub struct Args {
     pub max_episodes: usize,
 }
 
-struct Episodes {
-    map: HashMap<String, (u64, Shop)>,
-    next: u64,
-    max: usize,
-}
-
-type St = Arc<Mutex<Episodes>>;
-
-fn err(status: StatusCode, msg: impl Into<String>) -> Response {
-    (status, Json(json!({"error": msg.into()}))).into_response()
-}
-
-fn new_id() -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    static CTR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let c = CTR.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let a = crate::rng::mix(&[t, std::process::id() as u64, c]);
-    let b = crate::rng::mix(&[a, c, 0x51ed_270b]);
-    format!("ep-{a:016x}{b:016x}")
-}
-
-fn body_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(err(StatusCode::BAD_REQUEST, "the body must be a JSON object")),
-        Err(e) => Err(err(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"))),
-    }
-}
+type St = Shared<Shop>;
 
 async fn create_episode(State(st): State<St>, body: Bytes) -> Response {
-    let m = match body_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let shop = match Shop::from_setup(m.get("setup").unwrap_or(&json!({"items": []}))) {
-        Ok(s) => s,
-        Err(e) => return err(StatusCode::UNPROCESSABLE_ENTITY, e),
-    };
-    let id = new_id();
-    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
-    if g.map.len() >= g.max {
-        if let Some(oldest) = g.map.iter().min_by_key(|(_, (n, _))| *n).map(|(k, _)| k.clone()) {
-            g.map.remove(&oldest);
-        }
-    }
-    let n = g.next;
-    g.next += 1;
-    g.map.insert(id.clone(), (n, shop));
-    Json(json!({"episode_id": id})).into_response()
+    episodes::create(&st, &body, json!({"items": []}), Shop::from_setup)
 }
 
 async fn get_episode(State(st): State<St>, Path(id): Path<String>) -> Response {
-    let g = st.lock().unwrap_or_else(|p| p.into_inner());
-    match g.map.get(&id) {
-        Some((_, s)) => Json(json!(s)).into_response(),
-        None => err(StatusCode::NOT_FOUND, format!("no episode `{id}`")),
-    }
+    episodes::state(&st, &id)
 }
 
 async fn delete_episode(State(st): State<St>, Path(id): Path<String>) -> Response {
-    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
-    match g.map.remove(&id) {
-        Some(_) => Json(json!({"deleted": id})).into_response(),
-        None => err(StatusCode::NOT_FOUND, format!("no episode `{id}`")),
-    }
+    episodes::forget(&st, &id)
 }
 
 /// Every tool operation: route, gather path + query + body arguments, run on the episode's shop.
@@ -156,10 +101,8 @@ async fn operation(State(st): State<St>, method: Method, uri: Uri, headers: Head
             Err(r) => return r,
         }
     }
-    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
-    let Some((_, shop)) = g.map.get_mut(&id) else {
-        return err(StatusCode::NOT_FOUND, format!("no episode `{id}`"));
-    };
+    let mut g = episodes::lock(&st);
+    let Some(shop) = g.get_mut(&id) else { return episodes::not_found(&id) };
     let r = shop.handle(op, &args);
     (StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(r.body)).into_response()
 }
@@ -176,7 +119,7 @@ async fn bounded_body(State(lim): State<(usize, Duration)>, req: Request, next: 
 }
 
 pub fn router(max_body: usize, read_timeout: Duration, max_episodes: usize, base_url: String) -> Router {
-    let st: St = Arc::new(Mutex::new(Episodes { map: HashMap::new(), next: 0, max: max_episodes.max(1) }));
+    let st: St = Episodes::shared(max_episodes, "ep-");
     let spec = Arc::new(shop::openapi(&base_url));
     Router::new()
         .route("/openapi.json", get(move || {

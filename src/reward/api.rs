@@ -12,7 +12,7 @@ use crate::record::Record;
 use crate::rollout::episode::{parse_tool_calls, Call};
 use crate::shop::{check_goal, Shop};
 use crate::tools::openapi::BlockingApi;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -26,53 +26,39 @@ impl std::fmt::Debug for ApiOpts {
     }
 }
 
-pub fn score(o: &ApiOpts, r: &Record) -> Result<Score, ScoreError> {
-    let goal = super::need_label(r)?;
-    let c = &o.client;
-    let (episode, mode, calls) = match r.meta("episode_id") {
-        Some(Value::String(id)) => (id.clone(), "recorded", None),
-        Some(_) => return Err(ScoreError("field `metadata.episode_id`: expected a string".into())),
-        None => {
-            let resp = super::need_response(r)?;
-            let setup = r.meta("api_setup").cloned().ok_or_else(|| ScoreError("field `metadata.api_setup`: missing; an api task carries the initial state".into()))?;
-            let id = c.start(&setup).map_err(|e| ScoreError(format!("starting a replay episode: {e}")))?;
-            let mut n = 0;
-            let mut errors = 0;
-            for call in parse_tool_calls(resp) {
-                if let Call::Ok { name, arguments } = call {
-                    n += 1;
-                    if c.call(&id, &name, &arguments).error {
-                        errors += 1;
-                    }
+impl super::goal::GoalEnv for ApiOpts {
+    const PLACE: &'static str = "service";
+
+    fn replay(&self, r: &Record, response: &str) -> Result<(String, usize, usize), ScoreError> {
+        let c = &self.client;
+        let setup = r.meta("api_setup").ok_or_else(|| ScoreError("field `metadata.api_setup`: missing; an api task carries the initial state".into()))?;
+        let id = c.start(setup).map_err(|e| ScoreError(format!("starting a replay episode: {e}")))?;
+        let (mut n, mut errors) = (0, 0);
+        for call in parse_tool_calls(response) {
+            if let Call::Ok { name, arguments } = call {
+                n += 1;
+                if c.call(&id, &name, &arguments).error {
+                    errors += 1;
                 }
             }
-            (id, "replayed", Some((n, errors)))
         }
-    };
-    let mut detail = json!({"episode_id": episode, "mode": mode});
-    if let Some((n, e)) = calls {
-        detail["calls"] = json!(n);
-        detail["call_errors"] = json!(e);
+        Ok((id, n, errors))
     }
-    let state = c.state(&episode);
-    if mode == "replayed" {
-        c.delete(&episode);
+
+    fn state(&self, episode: &str) -> Result<Option<Value>, String> {
+        self.client.state(episode)
     }
-    let state = match state.map_err(ScoreError)? {
-        Some(s) => s,
-        None => return Err(ScoreError(format!("field `metadata.episode_id`: the service does not know episode `{episode}` (restarted, or another service?)"))),
-    };
-    let shop = Shop::from_setup(&state).map_err(|e| ScoreError(format!("the service's state: {e}")))?;
-    match check_goal(&shop, goal).map_err(|e| ScoreError(format!("field `label`: {e}")))? {
-        None => {
-            detail["reason"] = json!("goal met");
-            detail["match"] = json!(true);
-            Ok(Score { reward: 1.0, detail, explain: format!("goal met ({mode} episode)") })
-        }
-        Some(why) => {
-            detail["reason"] = json!(why.clone());
-            detail["match"] = json!(false);
-            Ok(Score { reward: 0.0, detail, explain: format!("goal not met: {why}") })
-        }
+
+    fn delete(&self, episode: &str) {
+        self.client.delete(episode)
     }
+
+    fn check(&self, state: &Value, goal: &Value) -> Result<Option<String>, ScoreError> {
+        let shop = Shop::from_setup(state).map_err(|e| ScoreError(format!("the service's state: {e}")))?;
+        check_goal(&shop, goal).map_err(|e| ScoreError(format!("field `label`: {e}")))
+    }
+}
+
+pub fn score(o: &ApiOpts, r: &Record) -> Result<Score, ScoreError> {
+    super::goal::score(o, r)
 }

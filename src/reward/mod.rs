@@ -9,6 +9,7 @@ pub mod api;
 pub mod arena;
 pub mod code;
 pub mod external;
+mod goal;
 pub mod math;
 pub mod remote;
 pub mod sql;

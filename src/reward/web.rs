@@ -103,49 +103,35 @@ impl WebOpts {
     }
 }
 
+impl super::goal::GoalEnv for WebOpts {
+    const PLACE: &'static str = "task site";
+
+    fn replay(&self, r: &Record, response: &str) -> Result<(String, usize, usize), ScoreError> {
+        let setup = r.meta("web_setup").ok_or_else(|| ScoreError("field `metadata.web_setup`: missing; a web task carries the site's initial state".into()))?;
+        let calls: Vec<(String, Value)> = parse_tool_calls(response)
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Ok { name, arguments } if TOOLS.contains(&name.as_str()) => Some((name, arguments)),
+                _ => None,
+            })
+            .collect();
+        WebOpts::replay(self, setup, &calls).map_err(|e| ScoreError(format!("replaying in the browser: {e}")))
+    }
+
+    fn state(&self, episode: &str) -> Result<Option<Value>, String> {
+        WebOpts::state(self, episode)
+    }
+
+    fn delete(&self, episode: &str) {
+        WebOpts::delete(self, episode)
+    }
+
+    fn check(&self, state: &Value, goal: &Value) -> Result<Option<String>, ScoreError> {
+        let st = State::from_setup(state).map_err(|e| ScoreError(format!("the task site's state: {e}")))?;
+        check_goal(&st, goal).map_err(|e| ScoreError(format!("field `label`: {e}")))
+    }
+}
+
 pub fn score(o: &WebOpts, r: &Record) -> Result<Score, ScoreError> {
-    let goal = super::need_label(r)?;
-    let (episode, mode, calls) = match r.meta("episode_id") {
-        Some(Value::String(id)) => (id.clone(), "recorded", None),
-        Some(_) => return Err(ScoreError("field `metadata.episode_id`: expected a string".into())),
-        None => {
-            let resp = super::need_response(r)?;
-            let setup = r.meta("web_setup").cloned().ok_or_else(|| ScoreError("field `metadata.web_setup`: missing; a web task carries the site's initial state".into()))?;
-            let calls: Vec<(String, Value)> = parse_tool_calls(resp)
-                .into_iter()
-                .filter_map(|c| match c {
-                    Call::Ok { name, arguments } if TOOLS.contains(&name.as_str()) => Some((name, arguments)),
-                    _ => None,
-                })
-                .collect();
-            let (id, n, e) = o.replay(&setup, &calls).map_err(|e| ScoreError(format!("replaying in the browser: {e}")))?;
-            (id, "replayed", Some((n, e)))
-        }
-    };
-    let mut detail = json!({"episode_id": episode, "mode": mode});
-    if let Some((n, e)) = calls {
-        detail["calls"] = json!(n);
-        detail["call_errors"] = json!(e);
-    }
-    let state = o.state(&episode);
-    if mode == "replayed" {
-        o.delete(&episode);
-    }
-    let state = match state.map_err(ScoreError)? {
-        Some(s) => s,
-        None => return Err(ScoreError(format!("field `metadata.episode_id`: the task site does not know episode `{episode}` (restarted, or another site?)"))),
-    };
-    let st = State::from_setup(&state).map_err(|e| ScoreError(format!("the site's state: {e}")))?;
-    match check_goal(&st, goal).map_err(|e| ScoreError(format!("field `label`: {e}")))? {
-        None => {
-            detail["reason"] = json!("goal met");
-            detail["match"] = json!(true);
-            Ok(Score { reward: 1.0, detail, explain: format!("goal met ({mode} episode)") })
-        }
-        Some(why) => {
-            detail["reason"] = json!(why.clone());
-            detail["match"] = json!(false);
-            Ok(Score { reward: 0.0, detail, explain: format!("goal not met: {why}") })
-        }
-    }
+    super::goal::score(o, r)
 }

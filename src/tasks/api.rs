@@ -105,20 +105,10 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
         }
     };
     let prompt = format!("You operate a shop through its API tools. {goal_text} When you are done, say `Done.`");
-    let mut messages = vec![json!({"role": "user", "content": prompt})];
-    let mut response = String::new();
-    for (c, o) in &calls {
-        messages.push(json!({"role": "assistant", "content": c}));
-        messages.push(json!({"role": "tool", "content": o}));
-        response.push_str(c);
-        response.push('\n');
-    }
-    messages.push(json!({"role": "assistant", "content": "Done."}));
-    response.push_str("Done.");
     let mut meta = Map::new();
     meta.insert("api_setup".into(), json!(initial));
     meta.insert("kind".into(), json!(["order", "cheapest", "cancel", "restock"][kind as usize]));
     let spec = crate::shop::openapi("http://127.0.0.1");
     let tools = crate::tools::openapi::OpenApi::from_spec(&spec, None).map(|a| a.ops.into_iter().map(|o| o.definition).collect()).unwrap_or_default();
-    Task { prompt, label: goal, response, messages: Some(Value::Array(messages)), metadata: meta, tools }
+    Task::tool_walk(prompt, goal, &calls, "Done.", meta, tools)
 }

@@ -43,6 +43,24 @@ pub struct Task {
 }
 
 impl Task {
+    /// A task whose reference solution is a walk of tool calls (`calls`:
+    /// each call's text and the tool's answer), ending with `last`: the
+    /// demonstration's messages (user, then assistant/tool turns) and its
+    /// response (the calls and `last`, one per line).
+    pub fn tool_walk(prompt: String, label: Value, calls: &[(String, String)], last: &str, metadata: serde_json::Map<String, Value>, tools: Vec<Value>) -> Task {
+        let mut messages = vec![json!({"role": "user", "content": prompt})];
+        let mut response = String::new();
+        for (c, o) in calls {
+            messages.push(json!({"role": "assistant", "content": c}));
+            messages.push(json!({"role": "tool", "content": o}));
+            response.push_str(c);
+            response.push('\n');
+        }
+        messages.push(json!({"role": "assistant", "content": last}));
+        response.push_str(last);
+        Task { prompt, label, response, messages: Some(Value::Array(messages)), metadata, tools }
+    }
+
     pub fn into_record(mut self, family: &str, id: String, difficulty: u32, with_solution: bool) -> Record {
         self.metadata.insert("difficulty".into(), json!(difficulty));
         self.metadata.insert("env".into(), json!(family));

@@ -181,20 +181,10 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
         "You are using a web browser on a small online shop through the tools open(url), click(id), type(id, text), select(id, value), scroll(direction) and back(). \
          Each returns the page as text, with its links, buttons and form fields numbered [N]. Start with open(\"/\"). Task: {goal_text} When the task is done, say `Done.`"
     );
-    let mut messages = vec![json!({"role": "user", "content": prompt})];
-    let mut response = String::new();
-    for (c, o) in &sim.calls {
-        messages.push(json!({"role": "assistant", "content": c}));
-        messages.push(json!({"role": "tool", "content": o}));
-        response.push_str(c);
-        response.push('\n');
-    }
-    messages.push(json!({"role": "assistant", "content": "Done."}));
-    response.push_str("Done.");
     let mut meta = Map::new();
     meta.insert("web_setup".into(), json!(initial));
     meta.insert("kind".into(), json!(["signup", "wishlist", "checkout"][kind as usize]));
-    Task { prompt, label, response, messages: Some(Value::Array(messages)), metadata: meta, tools: crate::web::definitions() }
+    Task::tool_walk(prompt, label, &sim.calls, "Done.", meta, crate::web::definitions())
 }
 
 #[cfg(test)]

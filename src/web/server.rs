@@ -13,73 +13,22 @@ use axum::extract::{Path, RawQuery, State as Ax};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use axum::Router;
+use crate::episodes::{self, Episodes, Shared};
+use serde_json::json;
 
-struct Episodes {
-    map: HashMap<String, (u64, State)>,
-    next: u64,
-    max: usize,
-}
-
-type St = Arc<Mutex<Episodes>>;
-
-fn err(status: StatusCode, msg: impl Into<String>) -> Response {
-    (status, Json(json!({"error": msg.into()}))).into_response()
-}
-
-fn new_id() -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    static CTR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let c = CTR.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let a = crate::rng::mix(&[t, std::process::id() as u64, c, 0x3eb]);
-    let b = crate::rng::mix(&[a, c, 0x9e37_79b9]);
-    format!("web-{a:016x}{b:016x}")
-}
+type St = Shared<State>;
 
 async fn create(Ax(st): Ax<St>, body: Bytes) -> Response {
-    let v: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(v) => v,
-            Err(e) => return err(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")),
-        }
-    };
-    let setup = v.get("setup").cloned().unwrap_or(json!({"products": []}));
-    let state = match State::from_setup(&setup) {
-        Ok(s) => s,
-        Err(e) => return err(StatusCode::UNPROCESSABLE_ENTITY, e),
-    };
-    let id = new_id();
-    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
-    if g.map.len() >= g.max {
-        if let Some(oldest) = g.map.iter().min_by_key(|(_, (n, _))| *n).map(|(k, _)| k.clone()) {
-            g.map.remove(&oldest);
-        }
-    }
-    let n = g.next;
-    g.next += 1;
-    g.map.insert(id.clone(), (n, state));
-    Json(json!({"episode_id": id})).into_response()
+    episodes::create(&st, &body, json!({"products": []}), State::from_setup)
 }
 
 async fn state(Ax(st): Ax<St>, Path(id): Path<String>) -> Response {
-    let g = st.lock().unwrap_or_else(|p| p.into_inner());
-    match g.map.get(&id) {
-        Some((_, s)) => Json(json!(s)).into_response(),
-        None => err(StatusCode::NOT_FOUND, format!("no episode `{id}`")),
-    }
+    episodes::state(&st, &id)
 }
 
 async fn forget(Ax(st): Ax<St>, Path(id): Path<String>) -> Response {
-    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
-    match g.map.remove(&id) {
-        Some(_) => Json(json!({"deleted": id})).into_response(),
-        None => err(StatusCode::NOT_FOUND, format!("no episode `{id}`")),
-    }
+    episodes::forget(&st, &id)
 }
 
 fn html(status: u16, body: String) -> Response {
@@ -98,8 +47,8 @@ fn not_found() -> Response {
 }
 
 async fn page_get(Ax(st): Ax<St>, Path((id, rest)): Path<(String, String)>, RawQuery(q): RawQuery) -> Response {
-    let g = st.lock().unwrap_or_else(|p| p.into_inner());
-    let Some((_, s)) = g.map.get(&id) else { return not_found() };
+    let g = episodes::lock(&st);
+    let Some(s) = g.get(&id) else { return not_found() };
     let base = format!("/web/e/{id}/");
     answer(&base, site::get(s, &base, &rest, q.as_deref().unwrap_or("")))
 }
@@ -118,15 +67,15 @@ async fn page_post(Ax(st): Ax<St>, Path((id, rest)): Path<(String, String)>, bod
             (site::url_decode(a), site::url_decode(b))
         })
         .collect();
-    let mut g = st.lock().unwrap_or_else(|p| p.into_inner());
-    let Some((_, s)) = g.map.get_mut(&id) else { return not_found() };
+    let mut g = episodes::lock(&st);
+    let Some(s) = g.get_mut(&id) else { return not_found() };
     let base = format!("/web/e/{id}/");
     answer(&base, site::post(s, &base, &rest, &form))
 }
 
 /// The `/web/…` routes, merged into `arl-env`'s router.
 pub fn router<S: Clone + Send + Sync + 'static>(max_episodes: usize) -> Router<S> {
-    let st: St = Arc::new(Mutex::new(Episodes { map: HashMap::new(), next: 0, max: max_episodes.max(1) }));
+    let st: St = Episodes::shared(max_episodes, "web-");
     Router::new()
         .route("/web/episodes", post(create))
         .route("/web/episodes/{id}", get(state).delete(forget))

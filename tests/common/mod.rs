@@ -98,3 +98,63 @@ pub fn jsonl(bytes: &[u8]) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_slice(l).expect("valid JSON line"))
         .collect()
 }
+
+/// Records as JSONL bytes.
+pub fn to_jsonl(recs: &[serde_json::Value]) -> Vec<u8> {
+    recs.iter().map(|r| format!("{r}\n")).collect::<String>().into_bytes()
+}
+
+/// Task records as prompts: without their reference `response` and `messages`.
+pub fn prompts_of(recs: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    recs.iter()
+        .map(|r| {
+            let mut x = r.clone();
+            for k in ["response", "messages"] {
+                x.as_object_mut().expect("a record").remove(k);
+            }
+            x
+        })
+        .collect()
+}
+
+/// A real `arl-env` on a free loopback port, killed when dropped.
+pub struct EnvServer {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+}
+
+impl Drop for EnvServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl EnvServer {
+    pub fn start(extra: &[&str]) -> EnvServer {
+        use std::io::BufRead;
+        let mut child = Command::new(exe("arl-env"))
+            .args(["--port", "0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn arl-env");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().strip_prefix("arl-env: listening on ").unwrap_or_else(|| panic!("arl-env said {line:?}")).to_string();
+        EnvServer { child, url }
+    }
+
+    /// The shop API's OpenAPI spec.
+    pub fn spec(&self) -> String {
+        format!("{}/openapi.json", self.url)
+    }
+
+    /// `127.0.0.1:PORT`
+    pub fn hostport(&self) -> String {
+        self.url.trim_start_matches("http://").to_string()
+    }
+}
