@@ -8,6 +8,8 @@
 //!   train or serve: nothing in Rust references a symbol of it, so under the
 //!   default `--as-needed` the linker drops it and CUDA silently stays
 //!   unavailable on a GPU machine.
+//! * csrc/arl_autocast.cpp (libtorch autocast in bf16, CUDA or CPU, for
+//!   `--precision amp`) compiled against that libtorch's headers.
 //! * Feature `mpi`: csrc/arl_mpi.c compiled and linked with the include and
 //!   library flags that `mpicc --showme:compile` / `--showme:link` print
 //!   (OpenMPI's compiler wrapper; `MPICC` overrides which one).
@@ -23,6 +25,7 @@ fn main() {
         return;
     };
     let lib = Path::new(&lib);
+    build_autocast_shim(lib);
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     if lib.join("libtorch_cuda.so").exists() {
         // Only for binaries that exist: cargo rejects flags for unknown targets.
@@ -32,6 +35,27 @@ fn main() {
         println!("cargo:rustc-link-arg-tests=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
     }
 }
+
+/// csrc/arl_autocast.cpp against the headers of the libtorch in `lib`
+/// (`…/torch/lib` → `…/torch/include`), as torch-sys compiles its own C++.
+#[cfg(feature = "torch")]
+fn build_autocast_shim(lib: &Path) {
+    println!("cargo:rerun-if-changed=csrc/arl_autocast.cpp");
+    let root = lib.parent().expect("libtorch's lib directory has a parent");
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(root.join("include"))
+        .include(root.join("include/torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag("-DGLOG_USE_GLOG_EXPORT")
+        .file("csrc/arl_autocast.cpp")
+        .compile("arl_autocast");
+}
+
+#[cfg(not(feature = "torch"))]
+fn build_autocast_shim(_: &Path) {}
 
 #[cfg(feature = "mpi")]
 fn build_mpi_shim() {

@@ -120,6 +120,38 @@ fn sft_drives_the_loss_down() {
     assert!(t.path().join("out/model.safetensors").exists() && t.path().join("out/tokenizer.json").exists());
 }
 
+/// `--precision amp` (bf16 autocast; here on the CPU): the first step's loss
+/// (before any update) is the fp32 one up to bf16 rounding — close, but not
+/// bit-equal, which shows the matmuls did run in bf16 — the loss still falls,
+/// and the checkpoint keeps float32 weights.
+#[test]
+fn amp_autocasts_matmuls_and_keeps_float32_weights() {
+    let t = tmpdir();
+    let m = tiny();
+    let input = records(8, |_| 0.0);
+    let run = |precision: &str| {
+        let mfile = format!("m-{precision}.jsonl");
+        let save = format!("out-{precision}");
+        train(
+            t.path(),
+            &["--model", m.to_str().unwrap(), "--loss", "sft", "--epochs", "8", "--lr", "3e-3", "--precision", precision]
+                .into_iter()
+                .chain(["--metrics", &mfile, "--save", &save, "--global-batch-size", "8"])
+                .collect::<Vec<_>>(),
+            &input,
+        )
+        .ok();
+        let ms = metrics(t.path(), &mfile);
+        (ms[0]["loss"].as_f64().unwrap(), ms.last().unwrap()["loss"].as_f64().unwrap())
+    };
+    let (f0, _) = run("fp32");
+    let (a0, a_last) = run("amp");
+    assert!(a0 != f0 && (a0 - f0).abs() < 0.02 * f0, "first-step loss fp32 {f0} vs amp {a0}");
+    assert!(a_last < 0.8 * a0, "amp loss {a0} → {a_last}");
+    let cfg: Value = serde_json::from_slice(&std::fs::read(t.path().join("out-amp/config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["torch_dtype"], "float32");
+}
+
 #[test]
 fn grpo_positive_advantage_raises_that_sample() {
     let t = tmpdir();

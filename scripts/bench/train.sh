@@ -7,6 +7,7 @@
 #
 #   STEPS=6 BATCH=8 LEN=256 LAYERS=4 HIDDEN=256 scripts/bench/train.sh
 #   DEVICE=cuda PRECISION=bf16 BATCH=32 LEN=1024 scripts/bench/train.sh   # one GPU
+#   PRECISION=amp …   # float32 weights, bf16 autocast (torch.autocast on the PyTorch side)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-6}; BATCH=${BATCH:-8}; LEN=${LEN:-256}; LAYERS=${LAYERS:-4}; HIDDEN=${HIDDEN:-256}

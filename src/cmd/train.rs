@@ -60,6 +60,8 @@ pub enum Precision {
     Fp32,
     /// bf16 weights and activations with float32 master weights and optimizer state.
     Bf16,
+    /// Automatic mixed precision: float32 weights, matrix multiplies in bf16 under libtorch autocast (CUDA or CPU).
+    Amp,
 }
 
 #[derive(Debug, Clone, ClapArgs)]

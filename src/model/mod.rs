@@ -5,6 +5,8 @@
 //! (`model.layers.3.self_attn.q_proj.weight`), so loading and saving are a
 //! name-for-name copy. The maths follows transformers' `modeling_qwen2.py`,
 //! `modeling_qwen3.py` and `modeling_llama.py`.
+#[cfg(feature = "torch")]
+pub mod amp;
 pub mod config;
 #[cfg(feature = "torch")]
 mod net;

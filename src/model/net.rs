@@ -1,4 +1,5 @@
 //! The decoder network, its KV cache, and checkpoint loading/saving.
+use super::amp::{AmpDtype, Autocast};
 use super::config::ModelConfig;
 use super::weights;
 use anyhow::{bail, Context, Result};
@@ -294,6 +295,8 @@ pub struct Model {
     lm_head: Option<Tensor>,
     inv_freq: Tensor,
     device: Device,
+    /// Autocast for the training and scoring forwards ([`Model::set_amp`]).
+    amp: Option<AmpDtype>,
 }
 
 impl Model {
@@ -324,7 +327,7 @@ impl Model {
         if kind != Kind::Float {
             vs.set_kind(kind);
         }
-        Ok(Model { config, vs, embed_tokens, layers, norm, lm_head, inv_freq, device })
+        Ok(Model { config, vs, embed_tokens, layers, norm, lm_head, inv_freq, device, amp: None })
     }
 
     /// Strict load of a HF directory (single or sharded safetensors): every
@@ -430,7 +433,25 @@ impl Model {
     /// kind: what the LM head (or a critic's value head) reads. Same inputs
     /// as [`Model::forward`].
     pub fn features(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Tensor {
+        let _amp = self.autocast();
         self.norm.forward(&self.trunk(ids, attention_mask))
+    }
+
+    /// Runs the training and scoring forwards ([`Model::forward`],
+    /// [`Model::features`], [`Model::forward_backward_checkpointed`]) under
+    /// libtorch autocast in `dtype` (`None`: off). The weights should be
+    /// float32. Fails when libtorch cannot autocast on this device.
+    pub fn set_amp(&mut self, dtype: Option<AmpDtype>) -> Result<()> {
+        if let Some(d) = dtype {
+            drop(Autocast::enter(self.device, d)?);
+        }
+        self.amp = dtype;
+        Ok(())
+    }
+
+    fn autocast(&self) -> Option<Autocast> {
+        // set_amp checked that this device can.
+        self.amp.map(|d| Autocast::enter(self.device, d).expect("autocast"))
     }
 
     fn embed(&self, ids: &Tensor) -> Tensor {
@@ -440,6 +461,7 @@ impl Model {
     /// Training / scoring forward: `ids` [B,T] int64, `attention_mask` [B,T]
     /// (1 real, 0 pad; right padding) → logits [B,T,V] in float32.
     pub fn forward(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Tensor {
+        let _amp = self.autocast();
         self.head(&self.trunk(ids, attention_mask))
     }
 
@@ -478,6 +500,7 @@ impl Model {
         attention_mask: Option<&Tensor>,
         loss_of: impl FnOnce(&Tensor) -> Result<Tensor>,
     ) -> Result<()> {
+        let _amp = self.autocast();
         let ids = ids.to_device(self.device);
         let (b, t) = ids.size2()?;
         let mut x = tch::no_grad(|| self.embed(&ids));

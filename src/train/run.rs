@@ -379,6 +379,9 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
         return Err(cli::data(format!("no trainable records ({} read)", loaded.records)));
     }
     let mut model = Model::load(&model_dir, device, kind)?;
+    // `--precision amp`: float32 weights, forwards under bf16 autocast.
+    let amp = matches!(args.precision, Precision::Amp).then_some(crate::model::amp::AmpDtype::Bf16);
+    model.set_amp(amp)?;
     let rl = args.loss == LossKind::Rl;
     // Every rank starts from rank 0's weights; gradients are summed in buckets.
     let sync = (world > 1).then(|| {
@@ -396,7 +399,8 @@ fn train_on(args: &TrainArgs, comm: &dyn Collective) -> Result<ExitCode> {
                 "add `--ref-model` (the initial policy), or run `arl-train logprobs --model REF` first",
             ));
         };
-        let reference = Model::load(ref_dir, device, kind)?;
+        let mut reference = Model::load(ref_dir, device, kind)?;
+        reference.set_amp(amp)?;
         let refs: Vec<&Sample> = samples.iter().collect();
         let lps = score_shared(&reference, &refs, args.max_tokens_per_micro_batch, args.temperature, comm);
         for (s, lp) in samples.iter_mut().zip(lps) {

@@ -48,7 +48,9 @@ for s in range(0, len(recs), batch):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+    # --precision amp: float32 weights, the forward under bf16 autocast.
+    with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "amp"):
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
     logp = logits.gather(-1, ids[:, 1:, None])[..., 0] - logits.logsumexp(-1)
     ratio = (logp - old).clamp(-20, 20).exp()
     pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2))
