@@ -124,6 +124,40 @@ fn batched_extend_of_ragged_chunks_matches_full_forward() {
     }
 }
 
+/// arl-serve's fused q/k/v and gate/up matrices compute what the separate
+/// projections do, and follow a reload (the projections are views of them).
+#[test]
+fn fused_projections_match_and_follow_reload() {
+    tch::set_num_threads(1);
+    let ids: Vec<i64> = vec![5, 17, 3, 60, 2, 9, 44, 1, 8];
+    let logits = |m: &Model| {
+        let mut cache = m.new_cache();
+        let slot = cache.alloc();
+        m.prefill(&mut cache, slot, &ids)
+    };
+    for name in ["qwen2", "qwen3", "llama"] {
+        let plain = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
+        let mut fused = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
+        fused.fuse_projections();
+        let d = max_abs_diff(&logits(&plain), &logits(&fused));
+        assert!(d < 1e-5, "{name}: fused vs plain max |Δ| = {d}");
+        // Other weights on disk: every parameter scaled, saved, reloaded in place.
+        let t = common::tmpdir();
+        tch::no_grad(|| {
+            for (_, mut p) in plain.named_parameters() {
+                let _ = p.g_mul_scalar_(0.75);
+            }
+        });
+        plain.save(t.path(), &SaveOptions::default()).unwrap();
+        fused.reload(t.path()).unwrap();
+        let other = Model::load(t.path(), Device::Cpu, Kind::Float).unwrap();
+        let (a, b) = (logits(&other), logits(&fused));
+        assert!(max_abs_diff(&a, &logits(&Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap())) > 1e-3, "{name}: the new weights differ");
+        let d = max_abs_diff(&a, &b);
+        assert!(d < 1e-5, "{name}: after reload, fused vs freshly loaded max |Δ| = {d}");
+    }
+}
+
 fn tensor_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut all: Vec<(String, Vec<u8>)> = weights::read_all(dir)
         .unwrap()

@@ -22,6 +22,31 @@ impl Linear {
     fn forward(&self, x: &Tensor) -> Tensor {
         x.linear(&self.w, self.b.as_ref())
     }
+
+    /// One linear layer computing `parts` side by side (their outputs
+    /// concatenated), whose weights (and biases) the parts' own become views
+    /// of: loading weights into the parts in place (`Model::reload`) updates
+    /// it too. Without gradients.
+    fn fuse(parts: &mut [&mut Linear]) -> Linear {
+        tch::no_grad(|| {
+            let w = Tensor::cat(&parts.iter().map(|p| &p.w).collect::<Vec<_>>(), 0);
+            let b = parts
+                .iter()
+                .map(|p| p.b.as_ref())
+                .collect::<Option<Vec<_>>>()
+                .map(|bs| Tensor::cat(&bs, 0));
+            let mut at = 0;
+            for p in parts.iter_mut() {
+                let n = p.w.size()[0];
+                p.w.set_data(&w.narrow(0, at, n));
+                if let (Some(pb), Some(b)) = (p.b.as_mut(), b.as_ref()) {
+                    pb.set_data(&b.narrow(0, at, n));
+                }
+                at += n;
+            }
+            Linear { w, b }
+        })
+    }
 }
 
 /// RMSNorm computed in float32 and cast back, as HF's `Qwen2RMSNorm`.
@@ -49,6 +74,8 @@ struct Attention {
     q_proj: Linear,
     k_proj: Linear,
     v_proj: Linear,
+    /// q, k and v in one matrix (inference, [`Model::fuse_projections`]).
+    qkv_proj: Option<Linear>,
     o_proj: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
@@ -75,6 +102,7 @@ impl Attention {
             q_proj: Linear::new(&p / "q_proj", h, nh * hd, cfg.qkv_bias(), std),
             k_proj: Linear::new(&p / "k_proj", h, nkv * hd, cfg.qkv_bias(), std),
             v_proj: Linear::new(&p / "v_proj", h, nkv * hd, cfg.qkv_bias(), std),
+            qkv_proj: None,
             o_proj: Linear::new(&p / "o_proj", nh * hd, h, cfg.o_bias(), std),
             q_norm: qk_norm.then(|| RmsNorm::new(&p / "q_norm", hd, cfg.rms_norm_eps)),
             k_norm: qk_norm.then(|| RmsNorm::new(&p / "k_norm", hd, cfg.rms_norm_eps)),
@@ -87,9 +115,17 @@ impl Attention {
     /// q [B,nh,T,hd] and k, v [B,nkv,T,hd], RoPE applied to q and k.
     fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> (Tensor, Tensor, Tensor) {
         let (b, t, _) = x.size3().expect("[B,T,H]");
-        let mut q = self.q_proj.forward(x).view([b, t, self.n_heads, self.head_dim]);
-        let mut k = self.k_proj.forward(x).view([b, t, self.n_kv, self.head_dim]);
-        let v = self.v_proj.forward(x).view([b, t, self.n_kv, self.head_dim]).transpose(1, 2);
+        let (nq, nkv) = (self.n_heads * self.head_dim, self.n_kv * self.head_dim);
+        let (q, k, v) = match &self.qkv_proj {
+            Some(f) => {
+                let y = f.forward(x);
+                (y.narrow(-1, 0, nq), y.narrow(-1, nq, nkv), y.narrow(-1, nq + nkv, nkv))
+            }
+            None => (self.q_proj.forward(x), self.k_proj.forward(x), self.v_proj.forward(x)),
+        };
+        let mut q = q.view([b, t, self.n_heads, self.head_dim]);
+        let mut k = k.view([b, t, self.n_kv, self.head_dim]);
+        let v = v.view([b, t, self.n_kv, self.head_dim]).transpose(1, 2);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q);
             k = kn.forward(&k);
@@ -133,6 +169,8 @@ fn repeat_kv(x: &Tensor, rep: i64) -> Tensor {
 struct Mlp {
     gate_proj: Linear,
     up_proj: Linear,
+    /// gate and up in one matrix (inference, [`Model::fuse_projections`]).
+    gate_up_proj: Option<Linear>,
     down_proj: Linear,
 }
 
@@ -142,11 +180,20 @@ impl Mlp {
         Mlp {
             gate_proj: Linear::new(&p / "gate_proj", h, i, false, std),
             up_proj: Linear::new(&p / "up_proj", h, i, false, std),
+            gate_up_proj: None,
             down_proj: Linear::new(&p / "down_proj", i, h, false, std),
         }
     }
     fn forward(&self, x: &Tensor) -> Tensor {
-        self.down_proj.forward(&(self.gate_proj.forward(x).silu() * self.up_proj.forward(x)))
+        let h = match &self.gate_up_proj {
+            Some(f) => {
+                let y = f.forward(x);
+                let i = y.size()[y.dim() - 1] / 2;
+                y.narrow(-1, 0, i).silu() * y.narrow(-1, i, i)
+            }
+            None => self.gate_proj.forward(x).silu() * self.up_proj.forward(x),
+        };
+        self.down_proj.forward(&h)
     }
 }
 
@@ -385,6 +432,21 @@ impl Model {
             }
             Ok(())
         })
+    }
+
+    /// For inference (`arl-serve`): each block computes q, k, v with one
+    /// matrix multiply and gate, up with another, instead of five — fewer,
+    /// larger kernels per decode step, the same values. The per-projection
+    /// parameters become views of the fused matrices, so [`Model::reload`]
+    /// keeps both in step. Not for training (the fused matrices carry no
+    /// gradient).
+    pub fn fuse_projections(&mut self) {
+        for layer in &mut self.layers {
+            let a = &mut layer.self_attn;
+            a.qkv_proj = Some(Linear::fuse(&mut [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj]));
+            let m = &mut layer.mlp;
+            m.gate_up_proj = Some(Linear::fuse(&mut [&mut m.gate_proj, &mut m.up_proj]));
+        }
     }
 
     /// Named parameters in sorted order (lm_head absent when tied).

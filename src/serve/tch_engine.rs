@@ -68,7 +68,8 @@ fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
 
 impl TchEngine {
     pub fn load(dir: &Path, device: Device, kind: Kind) -> Result<TchEngine> {
-        let model = Model::load(dir, device, kind).with_context(|| format!("loading model `{}`", dir.display()))?;
+        let mut model = Model::load(dir, device, kind).with_context(|| format!("loading model `{}`", dir.display()))?;
+        model.fuse_projections();
         let vocab = model.config.vocab_size as usize;
         let context = model.config.max_position_embeddings as usize;
         let cache = model.new_cache();
