@@ -70,7 +70,8 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -l clip-grad -d 'Clip 
 complete -c arl-train -n "__fish_arl_train_needs_command" -l device -d '`cpu`, `cuda` or `cuda:N`' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l precision -d 'Numeric precision' -r -f -a "auto\t'bf16 on CUDA, fp32 on CPU'
 fp32\t'Everything in float32'
-bf16\t'bf16 weights and activations with float32 master weights and optimizer state'"
+bf16\t'bf16 weights and activations with float32 master weights and optimizer state'
+amp\t'Automatic mixed precision: float32 weights, matrix multiplies in bf16 under libtorch autocast (CUDA or CPU)'"
 complete -c arl-train -n "__fish_arl_train_needs_command" -l threads -d 'CPU threads for libtorch (0: all cores)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l seed -d 'Seed for shuffling and libtorch\'s generators' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l metrics -d 'Append one JSON line of metrics per optimizer step to FILE' -r -F

@@ -77,6 +77,13 @@ impl TchEngine {
     }
 }
 
+impl TchEngine {
+    /// Number of parameters of the model.
+    pub fn parameters(&self) -> i64 {
+        self.model.named_parameters().values().map(|t| t.numel() as i64).sum()
+    }
+}
+
 impl Engine for TchEngine {
     fn vocab_size(&self) -> usize {
         self.vocab
