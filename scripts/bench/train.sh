@@ -10,9 +10,14 @@
 #   PRECISION=amp …   # float32 weights, bf16 autocast (torch.autocast on the PyTorch side)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-STEPS=${STEPS:-6}; BATCH=${BATCH:-8}; LEN=${LEN:-256}; LAYERS=${LAYERS:-4}; HIDDEN=${HIDDEN:-256}
+STEPS=${STEPS:-12}; BATCH=${BATCH:-8}; LEN=${LEN:-256}; LAYERS=${LAYERS:-4}; HIDDEN=${HIDDEN:-256}
 DEVICE=${DEVICE:-cpu}; PRECISION=${PRECISION:-fp32}; THREADS=${THREADS:-$(nproc)}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
+# One OpenMP waiting policy for both sides: arl-train's default (a spin of
+# 1000, README: Install) unless the caller chose one. libgomp's own default
+# (300000) favours whichever side gets it by ~10% on an idle machine;
+# `GOMP_SPINCOUNT=300000 scripts/bench/train.sh` compares at that one.
+if [ -z "${GOMP_SPINCOUNT:-}" ] && [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=1000; fi
 cargo build --release --quiet --bin arl-train
 ARL=target/release/arl-train
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
@@ -28,8 +33,8 @@ print(sum(x['tokens'] for x in m)/sum(x['step_time_s'] for x in m))")
 PT=$("$PY" scripts/bench/py/train_baseline.py "$W/model" "$W/recs.jsonl" "$BATCH" "$DEVICE" "$PRECISION" "$THREADS")
 PT_TPS=$(echo "$PT" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['tokens_per_s'])")
 
-printf '\nmodel %d layers × hidden %d, %d steps of %d × %d tokens, %s %s, %s threads\n' \
-  "$LAYERS" "$HIDDEN" "$STEPS" "$BATCH" "$LEN" "$DEVICE" "$PRECISION" "$THREADS"
+printf '\nmodel %d layers × hidden %d, %d steps of %d × %d tokens, %s %s, %s threads, OpenMP %s\n' \
+  "$LAYERS" "$HIDDEN" "$STEPS" "$BATCH" "$LEN" "$DEVICE" "$PRECISION" "$THREADS" "${OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$OMP_WAIT_POLICY}${GOMP_SPINCOUNT:+GOMP_SPINCOUNT=$GOMP_SPINCOUNT}"
 printf '%-10s %14s\n' tool tokens/s
 printf '%-10s %14.0f\n' arl-train "$ARL_TPS" pytorch "$PT_TPS"
 printf 'arl-train / pytorch: %.2fx\n' "$(echo "$ARL_TPS / $PT_TPS" | bc -l)"
