@@ -27,7 +27,11 @@ impl Linear {
     /// concatenated), whose weights (and biases) the parts' own become views
     /// of: loading weights into the parts in place (`Model::reload`) updates
     /// it too. Without gradients.
-    fn fuse(parts: &mut [&mut Linear]) -> Linear {
+    /// `None` when some parts have a bias and others not.
+    fn fuse(parts: &mut [&mut Linear]) -> Option<Linear> {
+        if parts.iter().any(|p| p.b.is_some() != parts[0].b.is_some()) {
+            return None;
+        }
         tch::no_grad(|| {
             let w = Tensor::cat(&parts.iter().map(|p| &p.w).collect::<Vec<_>>(), 0);
             let b = parts
@@ -44,7 +48,7 @@ impl Linear {
                 }
                 at += n;
             }
-            Linear { w, b }
+            Some(Linear { w, b })
         })
     }
 }
@@ -443,9 +447,9 @@ impl Model {
     pub fn fuse_projections(&mut self) {
         for layer in &mut self.layers {
             let a = &mut layer.self_attn;
-            a.qkv_proj = Some(Linear::fuse(&mut [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj]));
+            a.qkv_proj = Linear::fuse(&mut [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj]);
             let m = &mut layer.mlp;
-            m.gate_up_proj = Some(Linear::fuse(&mut [&mut m.gate_proj, &mut m.up_proj]));
+            m.gate_up_proj = Linear::fuse(&mut [&mut m.gate_proj, &mut m.up_proj]);
         }
     }
 
