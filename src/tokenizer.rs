@@ -17,7 +17,7 @@ pub struct Tokenizer {
 /// GPT-2's byte-level alphabet: the character standing for each byte
 /// (printable Latin-1 bytes stand for themselves, the others for 256 + n in
 /// byte order).
-fn byte_level_chars() -> Vec<char> {
+pub fn byte_level_chars() -> Vec<char> {
     let keeps = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
     let mut next = 256;
     (0..256u32)
@@ -163,24 +163,7 @@ mod tests {
         // A byte-level BPE vocabulary (every byte's character), merged tokens,
         // a token with a character outside the byte alphabet, added tokens.
         let chars = byte_level_chars();
-        let mut vocab: serde_json::Map<String, serde_json::Value> =
-            chars.iter().enumerate().map(|(i, c)| (c.to_string(), serde_json::json!(i))).collect();
-        for (i, t) in ["ĠĠ", "Ãł", "中", "a中"].iter().enumerate() {
-            vocab.insert(t.to_string(), serde_json::json!(256 + i));
-        }
-        let added = |id: usize, content: &str, special: bool| {
-            serde_json::json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": special})
-        };
-        let json = serde_json::json!({
-            "version": "1.0", "truncation": null, "padding": null,
-            "added_tokens": [added(260, "<|im_end|>", true), added(261, "<tool_call>", false)],
-            "normalizer": null,
-            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
-            "post_processor": null,
-            "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-            "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
-                      "fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": []}
-        });
+        let json = crate::tokenizer_build::byte_level_bpe_json(&["ĠĠ", "Ãł", "中", "a中"], &[(260, "<|im_end|>", true), (261, "<tool_call>", false)]);
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("tokenizer.json"), json.to_string()).unwrap();
         let tok = Tokenizer::load(d.path()).unwrap();

@@ -144,6 +144,36 @@ fn token_name(i: u32) -> String {
     }
 }
 
+/// A byte-level BPE `tokenizer.json` (Qwen's kind, without merges): ids 0-255
+/// the 256 bytes' characters of GPT-2's alphabet ([`crate::tokenizer::byte_level_chars`]),
+/// then `extra` tokens from id 256 on, then the `added` ones `(id, content,
+/// special)`. For test-double model directories.
+pub fn byte_level_bpe_json(extra: &[&str], added: &[(u32, &str, bool)]) -> Value {
+    let mut vocab = serde_json::Map::new();
+    for (i, c) in crate::tokenizer::byte_level_chars().iter().enumerate() {
+        vocab.insert(c.to_string(), json!(i));
+    }
+    for (i, t) in extra.iter().enumerate() {
+        vocab.insert(t.to_string(), json!(256 + i));
+    }
+    let added: Vec<Value> = added
+        .iter()
+        .map(|(id, content, special)| {
+            json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": special})
+        })
+        .collect();
+    json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                  "fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": []}
+    })
+}
+
 /// The `tokenizer.json` text, checked by loading it through `tokenizers`.
 pub fn tokenizer_json() -> Result<String> {
     let mut vocab = serde_json::Map::new();

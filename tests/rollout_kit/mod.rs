@@ -106,49 +106,15 @@ pub const QWEN3_STYLE_TEMPLATE: &str = r#"{%- set ns = namespace(last_query=mess
     {%- endif %}
 {%- endif %}"#;
 
-/// GPT-2's byte → printable character map (what ByteLevel pre-tokenisation uses).
-fn byte_chars() -> Vec<char> {
-    let mut bs: Vec<u32> = (33..=126).chain(161..=172).chain(174..=255).collect();
-    let mut cs = bs.clone();
-    let mut n = 0;
-    for b in 0..256u32 {
-        if !bs.contains(&b) {
-            bs.push(b);
-            cs.push(256 + n);
-            n += 1;
-        }
-    }
-    let mut out = vec![' '; 256];
-    for (b, c) in bs.iter().zip(cs) {
-        out[*b as usize] = char::from_u32(c).expect("valid char");
-    }
-    out
-}
-
 /// Writes a model directory: a byte-level BPE `tokenizer.json` (one token per
 /// byte; ChatML specials; `<tool_call>`/`</tool_call>` added, not special)
 /// and `tokenizer_config.json` with `template`.
 pub fn write_model_dir(dir: &Path, template: &str) {
     std::fs::create_dir_all(dir).expect("mkdir");
-    let chars = byte_chars();
-    let mut vocab = serde_json::Map::new();
-    for (i, c) in chars.iter().enumerate() {
-        vocab.insert(c.to_string(), json!(i));
-    }
-    let added = |id: u32, content: &str, special: bool| {
-        json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": special})
-    };
-    let tok = json!({
-        "version": "1.0", "truncation": null, "padding": null,
-        "added_tokens": [added(256, "<|endoftext|>", true), added(257, "<|im_start|>", true), added(258, "<|im_end|>", true),
-                          added(259, "<tool_call>", false), added(260, "</tool_call>", false)],
-        "normalizer": null,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
-        "post_processor": null,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
-                  "fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": []}
-    });
+    let tok = arl::tokenizer_build::byte_level_bpe_json(
+        &[],
+        &[(256, "<|endoftext|>", true), (257, "<|im_start|>", true), (258, "<|im_end|>", true), (259, "<tool_call>", false), (260, "</tool_call>", false)],
+    );
     std::fs::write(dir.join("tokenizer.json"), serde_json::to_string(&tok).unwrap()).expect("write tokenizer.json");
     let cfg = json!({
         "tokenizer_class": "PreTrainedTokenizerFast",
