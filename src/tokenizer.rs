@@ -1,8 +1,9 @@
 //! A model directory's tokenizer (`tokenizer.json` through the HF `tokenizers`
 //! crate) and the parts of `tokenizer_config.json` arl needs.
 use anyhow::{Context, Result};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 pub struct Tokenizer {
     pub dir: PathBuf,
@@ -11,7 +12,220 @@ pub struct Tokenizer {
     pub config: Option<serde_json::Value>,
     /// Each id's bytes, for [`Tokenizer::decode`] without the generic chain
     /// (built on first use; `None` inside for decoders without a fast path).
-    fast_decode: std::sync::OnceLock<Option<Vec<Option<Box<[u8]>>>>>,
+    fast_decode: OnceLock<Option<Vec<Option<Box<[u8]>>>>>,
+    /// How [`Tokenizer::encode`] splits a text into pieces it may encode one
+    /// by one (built on first use; `None` inside where that would change the ids).
+    pieces: OnceLock<Option<Pieces>>,
+}
+
+/// The first step of the `tokenizers` pipeline done here: a text is cut at
+/// the added tokens matched before normalisation (leftmost-longest, as the
+/// crate does), and each piece between them is encoded on its own, through
+/// the crate, exactly as the whole-text encode treats it. Pieces seen twice
+/// keep their ids in a cache: a rollout renders the same system turn (with
+/// its tool definitions) and the same turn headers for every prompt, and
+/// encoding them was the larger part of the cost of preparing a prompt.
+struct Pieces {
+    matcher: aho_corasick::AhoCorasick,
+    /// Pattern index → the added token's id.
+    ids: Vec<u32>,
+    /// The pre-tokenizer run here, where it is one of the common ones.
+    words: Option<Words>,
+    cache: Mutex<PieceCache>,
+}
+
+/// The pre-tokenizers of GPT-2-style tokenizers, run here instead of through
+/// the crate's per-character bookkeeping: a regex split keeping every match
+/// and every gap as a word (`Split` with `Isolated`, or `ByteLevel`'s own
+/// regex), then, for byte-level ones, each byte as its character of GPT-2's
+/// alphabet; each word then goes to the crate's model as in its pipeline.
+/// Taken only without a normalizer and without added tokens matched after
+/// normalisation (see [`Words::from_pre_tokenizer`]).
+struct Words {
+    re: fancy_regex::Regex,
+    byte_chars: Option<Vec<char>>,
+}
+
+/// `ByteLevel`'s split pattern (`use_regex: true`), GPT-2's.
+const GPT2_SPLIT: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+impl Words {
+    /// Exactly `ByteLevel {add_prefix_space: false, use_regex: true}`, a
+    /// `Split {Regex, Isolated, invert: false}`, or that split followed by
+    /// `ByteLevel {add_prefix_space: false, use_regex: false}` (Qwen's).
+    fn from_pre_tokenizer(pt: &serde_json::Value) -> Option<Words> {
+        let kind = |v: &serde_json::Value| v.get("type").and_then(|t| t.as_str()).map(str::to_string);
+        let flag = |v: &serde_json::Value, k: &str| v.get(k).and_then(|b| b.as_bool());
+        let byte_level = |v: &serde_json::Value, regex: bool| {
+            kind(v).as_deref() == Some("ByteLevel") && flag(v, "add_prefix_space") == Some(false) && flag(v, "use_regex") == Some(regex)
+        };
+        let split = |v: &serde_json::Value| -> Option<String> {
+            (kind(v).as_deref() == Some("Split")
+                && v.get("behavior").and_then(|b| b.as_str()) == Some("Isolated")
+                && flag(v, "invert") == Some(false))
+            .then(|| v.pointer("/pattern/Regex").and_then(|r| r.as_str()).map(str::to_string))?
+        };
+        let (pattern, bytes) = if byte_level(pt, true) {
+            (GPT2_SPLIT.to_string(), true)
+        } else if let Some(p) = split(pt) {
+            (p, false)
+        } else if kind(pt).as_deref() == Some("Sequence") {
+            match pt.get("pretokenizers").and_then(|l| l.as_array()).map(Vec::as_slice) {
+                Some([first, second]) if byte_level(second, false) => (split(first)?, true),
+                _ => return None,
+            }
+        } else {
+            return None;
+        };
+        Some(Words { re: fancy_regex::Regex::new(&pattern).ok()?, byte_chars: bytes.then(byte_level_chars) })
+    }
+
+    fn encode(&self, model: &tokenizers::ModelWrapper, piece: &str, out: &mut Vec<u32>) -> Result<()> {
+        use tokenizers::Model;
+        let mut word = |w: &str| -> Result<()> {
+            if w.is_empty() {
+                return Ok(());
+            }
+            let tokens = match &self.byte_chars {
+                Some(chars) => model.tokenize(&w.bytes().map(|b| chars[b as usize]).collect::<String>()),
+                None => model.tokenize(w),
+            };
+            out.extend(tokens.map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?.iter().map(|t| t.id));
+            Ok(())
+        };
+        let mut prev = 0;
+        // As the crate's split: a regex error ends the matching, the rest is one word.
+        for m in self.re.find_iter(piece).map_while(|m| m.ok()) {
+            word(&piece[prev..m.start()])?;
+            word(m.as_str())?;
+            prev = m.end();
+        }
+        word(&piece[prev..])
+    }
+}
+
+#[derive(Default)]
+struct PieceCache {
+    /// Hashes of the pieces seen once: a piece is cached on its second sighting.
+    seen: HashSet<u64>,
+    ids: HashMap<Box<str>, Box<[u32]>>,
+    bytes: usize,
+}
+
+/// Most bytes (piece text and ids) the piece cache holds before it starts over.
+const PIECE_CACHE_BYTES: usize = 64 << 20;
+/// Most hashes of once-seen pieces remembered before that set starts over.
+const PIECE_SEEN_MAX: usize = 1 << 20;
+
+impl Pieces {
+    /// `None` where encoding the pieces one by one could differ from encoding
+    /// the whole text: truncation or padding configured, special tokens not
+    /// split (`encode_special_tokens`), an added token matched before
+    /// normalisation with `single_word`/`lstrip`/`rstrip`, BPE dropout, or a
+    /// pre-tokenizer outside the known position-independent ones (Metaspace
+    /// with `prepend_scheme: first` treats the text's first piece differently).
+    fn build(inner: &tokenizers::Tokenizer) -> Option<Pieces> {
+        if inner.get_truncation().is_some() || inner.get_padding().is_some() || inner.get_encode_special_tokens() {
+            return None;
+        }
+        if let tokenizers::ModelWrapper::BPE(b) = inner.get_model() {
+            if b.dropout.is_some_and(|d| d > 0.0) {
+                return None;
+            }
+        }
+        if let Some(pt) = inner.get_pre_tokenizer() {
+            if !position_independent(&serde_json::to_value(pt).ok()?) {
+                return None;
+            }
+        }
+        let mut tokens: Vec<(String, u32)> = Vec::new();
+        let mut normalized_tokens = false;
+        for (id, t) in inner.get_added_tokens_decoder() {
+            if t.normalized {
+                normalized_tokens = true;
+                continue; // matched inside the pieces, after normalisation, by the crate
+            }
+            if t.single_word || t.lstrip || t.rstrip {
+                return None;
+            }
+            tokens.push((t.content, id));
+        }
+        tokens.sort_by_key(|t| t.1);
+        let matcher = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(tokens.iter().map(|t| t.0.as_str()))
+            .ok()?;
+        let words = match inner.get_pre_tokenizer() {
+            Some(pt) if inner.get_normalizer().is_none() && !normalized_tokens => Words::from_pre_tokenizer(&serde_json::to_value(pt).ok()?),
+            _ => None,
+        };
+        Some(Pieces { matcher, ids: tokens.iter().map(|t| t.1).collect(), words, cache: Mutex::default() })
+    }
+
+    fn encode(&self, inner: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 2 + 4);
+        let mut at = 0;
+        for m in self.matcher.find_iter(text) {
+            self.piece(inner, &text[at..m.start()], &mut out)?;
+            out.push(self.ids[m.pattern().as_usize()]);
+            at = m.end();
+        }
+        self.piece(inner, &text[at..], &mut out)?;
+        Ok(out)
+    }
+
+    fn piece(&self, inner: &tokenizers::Tokenizer, piece: &str, out: &mut Vec<u32>) -> Result<()> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        let hash = {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(ids) = cache.ids.get(piece) {
+                out.extend_from_slice(ids);
+                return Ok(());
+            }
+            let hash = {
+                use std::hash::Hasher;
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                h.write(piece.as_bytes());
+                h.finish()
+            };
+            if cache.seen.len() >= PIECE_SEEN_MAX {
+                cache.seen.clear();
+            }
+            (!cache.seen.insert(hash)).then_some(hash)
+        };
+        let start = out.len();
+        match &self.words {
+            Some(w) => w.encode(inner.get_model(), piece, out)?,
+            None => out.extend_from_slice(inner.encode(piece, false).map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?.get_ids()),
+        }
+        let ids = &out[start..];
+        if hash.is_some() {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let size = piece.len() + 4 * ids.len() + 64;
+            if cache.bytes + size > PIECE_CACHE_BYTES {
+                cache.ids.clear();
+                cache.bytes = 0;
+            }
+            cache.bytes += size;
+            cache.ids.insert(piece.into(), ids.into());
+        }
+        Ok(())
+    }
+}
+
+/// Whether a serialised pre-tokenizer treats every piece of a text alike,
+/// wherever the piece stands in the text.
+fn position_independent(pt: &serde_json::Value) -> bool {
+    let Some(kind) = pt.get("type").and_then(|t| t.as_str()) else { return false };
+    match kind {
+        "Sequence" => pt.get("pretokenizers").and_then(|l| l.as_array()).is_some_and(|l| l.iter().all(position_independent)),
+        "Metaspace" => pt.get("prepend_scheme").and_then(|p| p.as_str()).is_some_and(|p| p != "first"),
+        "ByteLevel" | "Split" | "Digits" | "Punctuation" | "Whitespace" | "WhitespaceSplit" | "BertPreTokenizer" | "UnicodeScripts"
+        | "CharDelimiterSplit" => true,
+        _ => false,
+    }
 }
 
 /// GPT-2's byte-level alphabet: the character standing for each byte
@@ -52,10 +266,20 @@ impl Tokenizer {
         } else {
             None
         };
-        Ok(Tokenizer { dir, inner, config, fast_decode: std::sync::OnceLock::new() })
+        Ok(Tokenizer { dir, inner, config, fast_decode: OnceLock::new(), pieces: OnceLock::new() })
     }
 
+    /// Encodes text without the post-processor's special tokens (a rendered
+    /// chat template already has them); added tokens in the text are matched.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        match self.pieces.get_or_init(|| Pieces::build(&self.inner)) {
+            Some(p) => p.encode(&self.inner, text),
+            None => self.encode_generic(text),
+        }
+    }
+
+    /// The `tokenizers` crate's encode of the whole text (what [`Tokenizer::encode`] equals).
+    pub fn encode_generic(&self, text: &str) -> Result<Vec<u32>> {
         let enc = self.inner.encode(text, false).map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
         Ok(enc.get_ids().to_vec())
     }
@@ -173,5 +397,83 @@ mod tests {
         let ids: Vec<u32> = e9.iter().map(|c| tok.token_to_id(&char::from_u32(*c).unwrap().to_string()).unwrap()).collect();
         assert_eq!(tok.decode(&ids), tok.decode_generic(&ids));
         assert!(tok.fast_decode.get().unwrap().is_some(), "the fast path was taken");
+    }
+
+    /// Texts made of template pieces, added tokens (whole and cut), words,
+    /// spaces, newlines and non-ASCII, encoded twice (the second time from
+    /// the piece cache) and by the generic whole-text encode.
+    fn check_encode_against_generic(tok: &Tokenizer, seed: u64) {
+        const PARTS: &[&str] = &[
+            "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<|im", "_end|>", "user", "assistant\n", "\n", "\n\n", " ",
+            "  ", "the", " the", "The", "hello", " world", "中文", "é", "e\u{301}", "{\"name\": \"calc\", \"arguments\": {\"x\": 12}}",
+            "123", "'s", "\t", "!?", "x",
+        ];
+        let mut rng = crate::rng::Rng::new(seed);
+        for _ in 0..400 {
+            let k = (rng.next_u64() % 12) as usize;
+            let text: String = (0..k).map(|_| PARTS[(rng.next_u64() % PARTS.len() as u64) as usize]).collect();
+            let want = tok.encode_generic(&text).unwrap();
+            assert_eq!(tok.encode(&text).unwrap(), want, "text {text:?}");
+            assert_eq!(tok.encode(&text).unwrap(), want, "text {text:?}, from the cache");
+        }
+    }
+
+    fn load_json(json: &serde_json::Value) -> (tempfile::TempDir, Tokenizer) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("tokenizer.json"), json.to_string()).unwrap();
+        let tok = Tokenizer::load(d.path()).unwrap();
+        (d, tok)
+    }
+
+    #[test]
+    fn piecewise_encode_equals_the_whole_text_encode() {
+        // Byte-level BPE with merges, special and plain added tokens matched
+        // before normalisation: GPT-2's pre-tokenizer (ByteLevel with its
+        // regex), then Qwen's (its Split regex, then ByteLevel), then Qwen's
+        // with NFC and an added token matched after normalisation (the
+        // pre-tokenizer is then the crate's).
+        let mut gpt2 = crate::tokenizer_build::byte_level_bpe_json(
+            &["Ġt", "he", "Ġthe", "ĠĠ", "Ċ", "ĊĊ"],
+            &[(262, "<|im_start|>", true), (263, "<|im_end|>", true), (264, "<tool_call>", false), (265, "</tool_call>", false)],
+        );
+        gpt2["model"]["merges"] = serde_json::json!(["Ġ t", "h e", "Ġt he", "Ġ Ġ", "Ċ Ċ"]);
+        let mut qwen = gpt2.clone();
+        qwen["pre_tokenizer"] = serde_json::json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+             "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]});
+        let mut qwen_nfc = qwen.clone();
+        qwen_nfc["normalizer"] = serde_json::json!({"type": "NFC"});
+        qwen_nfc["added_tokens"].as_array_mut().unwrap().push(serde_json::json!(
+            {"id": 266, "content": "hello", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false}));
+        for (json, own_words) in [(gpt2, true), (qwen, true), (qwen_nfc, false)] {
+            let (_d, tok) = load_json(&json);
+            check_encode_against_generic(&tok, 3);
+            let pieces = tok.pieces.get().unwrap().as_ref().expect("the piecewise path was taken");
+            assert_eq!(pieces.words.is_some(), own_words, "{}", json["pre_tokenizer"]);
+            // The merges and the added tokens are in play.
+            assert_eq!(tok.encode(" the<|im_end|>").unwrap(), vec![258, tok.token_to_id("<|im_end|>").unwrap()]);
+        }
+
+        // The tiny test model's (WordLevel, a Split per character).
+        let tiny = Tokenizer::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/tiny-model")).unwrap();
+        check_encode_against_generic(&tiny, 4);
+        assert!(tiny.pieces.get().unwrap().as_ref().is_some_and(|p| p.words.is_some()));
+    }
+
+    #[test]
+    fn piecewise_encode_is_not_used_where_it_could_differ() {
+        let base = crate::tokenizer_build::byte_level_bpe_json(&[], &[(256, "<|im_end|>", true)]);
+        let mut metaspace_first = base.clone();
+        metaspace_first["pre_tokenizer"] = serde_json::json!({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true});
+        let mut lstrip = base.clone();
+        lstrip["added_tokens"][0]["lstrip"] = serde_json::json!(true);
+        let mut truncated = base.clone();
+        truncated["truncation"] = serde_json::json!({"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0});
+        for json in [metaspace_first, lstrip, truncated] {
+            let (_d, tok) = load_json(&json);
+            check_encode_against_generic(&tok, 5);
+            assert!(tok.pieces.get().unwrap().is_none(), "{}", json);
+        }
     }
 }

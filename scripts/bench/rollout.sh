@@ -2,11 +2,12 @@
 # Client cost of rollout: arl-rollout next to a Python asyncio + aiohttp client
 # (slime's way), against the same zero-latency SGLang-shaped server (a real HTTP
 # server answering one canned /generate body, so the clients are what is
-# measured), same requests and concurrency, in the same run. Prints requests/s
-# and client CPU time (user + sys) per request for both, and the ratios.
+# measured), same requests and concurrency, in the same run: after a warm-up,
+# ROUNDS (3) alternating runs of each client. Prints the median requests/s and
+# client CPU time (user + sys) per request for both, and the ratios.
 # Targets (issue 7): ≥ 5× less CPU per request, no lower requests/s.
 #
-#   N=20000 CONCURRENCY=64 OUT_TOKENS=64 scripts/bench/rollout.sh
+#   N=20000 CONCURRENCY=64 OUT_TOKENS=64 ROUNDS=3 scripts/bench/rollout.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${N:-10000}; CONCURRENCY=${CONCURRENCY:-64}; OUT_TOKENS=${OUT_TOKENS:-64}

@@ -39,6 +39,10 @@ pub struct Client {
     inflight: Mutex<HashMap<String, usize>>,
     cancelled: AtomicBool,
     seq: AtomicU64,
+    /// `<base>/generate` of each endpoint (of the router when routed).
+    generate_urls: Vec<reqwest::Url>,
+    /// This process's id, for request ids (a system call each time otherwise).
+    pid: u32,
     cancel_notify: tokio::sync::Notify,
     /// `--concurrency`: one permit per request on the wire.
     slots: tokio::sync::Semaphore,
@@ -83,14 +87,28 @@ impl Client {
         if n == 0 {
             bail!("no endpoint");
         }
+        // Parsed once here (per request, URL parsing was a visible share of the client's CPU).
+        let bases: Vec<&String> = match &cfg.router {
+            Some(r) => vec![r],
+            None => cfg.endpoints.iter().collect(),
+        };
+        let generate_urls = bases
+            .iter()
+            .map(|b| {
+                reqwest::Url::parse(&format!("{}/generate", b.trim_end_matches('/')))
+                    .map_err(|e| crate::cli::usage(format!("`{b}`: not a server URL ({e}); expected e.g. http://127.0.0.1:30000")))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Client {
             http,
+            generate_urls,
             load: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             cfg,
             stats: ClientStats::default(),
             inflight: Mutex::new(HashMap::new()),
             cancelled: AtomicBool::new(false),
             seq: AtomicU64::new(0),
+            pid: std::process::id(),
             cancel_notify: tokio::sync::Notify::new(),
             slots: tokio::sync::Semaphore::new(concurrency.max(1)),
         })
@@ -131,7 +149,7 @@ impl Client {
                 return Err(GenError::Cancelled);
             }
             let at = ep + attempt as usize;
-            let rid = format!("arl-{}-{}", std::process::id(), self.seq.fetch_add(1, Ordering::Relaxed));
+            let rid = format!("arl-{}-{}", self.pid, self.seq.fetch_add(1, Ordering::Relaxed));
             // Serialised straight from the slices (a `json!` tree would box every token id).
             let body = serde_json::to_vec(&GenerateBody { rid: &rid, input_ids, sampling_params: sampling, return_logprob: true })
                 .map_err(|e| GenError::Fatal(e.into()))?;
@@ -141,7 +159,7 @@ impl Client {
             }
             let send = self
                 .http
-                .post(format!("{}/generate", self.base(at)))
+                .post(self.generate_urls[at % self.generate_urls.len()].clone())
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body)
                 .timeout(self.cfg.timeout)

@@ -27,11 +27,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The prompts of one run, after `--batch-size/--step/--seed`: (record, epoch).
-/// Epoch `e` ≥ 1 suffixes the `prompt_id` with `@e`.
-pub fn walk(prompts: Vec<Record>, batch_size: Option<usize>, step: u64, seed: u64) -> Vec<Record> {
-    let Some(b) = batch_size else { return prompts };
-    let n = prompts.len() as u64;
+/// The prompts of one run, after `--batch-size/--step/--seed`, as
+/// (index into the dataset, epoch); without `--batch-size`, every prompt once
+/// in order. Epoch `e` ≥ 1 suffixes the `prompt_id` with `@e` (see [`selected`]).
+pub fn walk(n: usize, batch_size: Option<usize>, step: u64, seed: u64) -> Vec<(usize, u64)> {
+    let Some(b) = batch_size else { return (0..n).map(|i| (i, 0)).collect() };
+    let n = n as u64;
     if n == 0 || b == 0 {
         return Vec::new();
     }
@@ -44,16 +45,40 @@ pub fn walk(prompts: Vec<Record>, batch_size: Option<usize>, step: u64, seed: u6
             crate::rng::Rng::new(crate::rng::mix(&[seed, epoch])).shuffle(&mut p);
             p
         });
-        let mut r = prompts[perm[(g % n) as usize]].clone();
-        if epoch >= 1 {
-            r.prompt_id = r.prompt_id.map(|id| format!("{id}@{epoch}"));
-        }
-        out.push(r);
+        out.push((perm[(g % n) as usize], epoch));
     }
     out
 }
 
+/// The `prompt_id` a walked prompt runs under: its own, `@epoch` from the second epoch on.
+fn walked_id(id: &str, epoch: u64) -> std::borrow::Cow<'_, str> {
+    if epoch >= 1 {
+        format!("{id}@{epoch}").into()
+    } else {
+        id.into()
+    }
+}
+
+/// The record of a walked prompt (a copy, its `prompt_id` as [`walked_id`]).
+pub fn selected(prompt: &Record, epoch: u64) -> Record {
+    let mut r = prompt.clone();
+    if epoch >= 1 {
+        r.prompt_id = r.prompt_id.map(|id| walked_id(&id, epoch).into_owned());
+    }
+    r
+}
+
+/// One group to run: which prompt (its record is copied from the dataset when
+/// the group starts, so a large dataset is not held twice), its token ids.
 struct Job {
+    idx: usize,
+    epoch: u64,
+    prompt_ids: Arc<Vec<u32>>,
+    env: Arc<env::Env>,
+}
+
+/// A started group: the prompt's record and what it runs with.
+struct Group {
     rec: Record,
     prompt_ids: Arc<Vec<u32>>,
     env: Arc<env::Env>,
@@ -332,7 +357,8 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
             let stem = crate::dataset::stem_of(std::path::Path::new(&*pos.source));
             match crate::dataset::to_prompt(rec.clone(), row, &stem, &args.dataset) {
                 Ok(p) => {
-                    prompts.push(p);
+                    // Boxed: growing a vector of whole records copied them all, twice over.
+                    prompts.push(Box::new(p));
                     positions.push(pos);
                 }
                 Err(e) => input.reject(&pos, &rec, e)?,
@@ -340,63 +366,43 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
             row += 1;
         }
     }
-    let pos_of: HashMap<String, crate::io::Pos> =
-        prompts.iter().zip(&positions).filter_map(|(p, pos)| Some((p.prompt_id.clone()?, pos.clone()))).collect();
-    let selected = walk(prompts, args.batch_size, args.step, args.seed);
+    let order = walk(prompts.len(), args.batch_size, args.step, args.seed);
 
     let mut out = output::Output::open(&args.output, out_path.as_deref(), args.resume, if args.arena { 2 * n } else { n }, args.arena)?;
     let resumed = out.done.len() as u64;
-    let mut jobs = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for rec in selected {
-        let id = rec.prompt_id.clone().unwrap_or_default();
-        if out.done.contains(&id) {
+    let mut jobs = Vec::with_capacity(order.len());
+    let mut seen = std::collections::HashSet::with_capacity(order.len());
+    for (idx, epoch) in order {
+        let prompt = &prompts[idx];
+        let id = walked_id(prompt.prompt_id.as_deref().unwrap_or_default(), epoch);
+        if out.done.contains(id.as_ref()) {
             continue;
         }
+        let reject = |input: &mut Input, why: String| input.reject(&positions[idx], &selected(prompt, epoch), why);
         if !seen.insert(id.clone()) {
-            let pos = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
-            let why = format!("field `prompt_id`: `{id}` appears twice; group keys must be unique");
-            match pos {
-                Some(p) => input.reject(&p, &rec, why)?,
-                None => return Err(cli::data(why)),
-            }
+            reject(&mut input, format!("field `prompt_id`: `{id}` appears twice; group keys must be unique"))?;
             continue;
         }
         if args.arena {
-            match crate::arena::task_game(&rec) {
-                Ok(_) => jobs.push(Job { rec, prompt_ids: Arc::new(Vec::new()), env: envs.default.clone() }),
-                Err(why) => {
-                    let p = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
-                    match p {
-                        Some(p) => input.reject(&p, &rec, why)?,
-                        None => return Err(cli::data(why)),
-                    }
-                }
+            match crate::arena::task_game(prompt) {
+                Ok(_) => jobs.push(Job { idx, epoch, prompt_ids: Arc::new(Vec::new()), env: envs.default.clone() }),
+                Err(why) => reject(&mut input, why)?,
             }
             continue;
         }
-        let env = match envs.pick(&rec) {
+        let env = match envs.pick(prompt) {
             Ok(e) => e,
             Err(why) => {
-                let p = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
-                match p {
-                    Some(p) => input.reject(&p, &rec, why)?,
-                    None => return Err(cli::data(why)),
-                }
+                reject(&mut input, why)?;
                 continue;
             }
         };
-        match prompt_ids(&rec, &shared, &env, args.system.as_deref()) {
-            Ok(ids) => jobs.push(Job { rec, prompt_ids: Arc::new(ids), env }),
-            Err(why) => {
-                let p = pos_of.get(id.split('@').next().unwrap_or(&id)).cloned();
-                match p {
-                    Some(p) => input.reject(&p, &rec, why)?,
-                    None => return Err(cli::data(why)),
-                }
-            }
+        match prompt_ids(prompt, &shared, &env, args.system.as_deref()) {
+            Ok(ids) => jobs.push(Job { idx, epoch, prompt_ids: Arc::new(ids), env }),
+            Err(why) => reject(&mut input, why)?,
         }
     }
+    drop(positions);
 
     let target = args.target_groups;
     let total = match target {
@@ -487,11 +493,16 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
                         break;
                     }
                 }
+                // Groups completing together share one write; a lone one goes out at once.
+                if rx.is_empty() {
+                    out.flush()?;
+                }
             }
             permit = group_slots.clone().acquire_owned(), if next_job.is_some() => {
                 let Ok(permit) = permit else { break };
                 let job = next_job.take().expect("guarded by the branch condition");
                 next_job = pending.next();
+                let job = Group { rec: selected(&prompts[job.idx], job.epoch), prompt_ids: job.prompt_ids, env: job.env };
                 running += 1;
                 let (shared, tx) = (shared.clone(), tx.clone());
                 let (arena, opponent) = (arena.clone(), opponent.clone());
@@ -545,7 +556,7 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
 
 /// Arena mode: the `n` games of one task, concurrently; their records (seat
 /// `x` then `o`, game by game) are written as one unit.
-async fn run_games(arena: &crate::arena::Arena, shared: &Shared, opponent: Option<&Shared>, job: Job, n: u32) -> Result<Vec<Record>, GenError> {
+async fn run_games(arena: &crate::arena::Arena, shared: &Shared, opponent: Option<&Shared>, job: Group, n: u32) -> Result<Vec<Record>, GenError> {
     let (game, opening) = crate::arena::task_game(&job.rec).map_err(|e| GenError::Fatal(anyhow::anyhow!(e)))?;
     let seats = [shared, opponent.unwrap_or(shared)];
     let prompt = job.rec.prompt.as_deref();
@@ -562,7 +573,7 @@ async fn run_games(arena: &crate::arena::Arena, shared: &Shared, opponent: Optio
     Ok(xs)
 }
 
-async fn run_group(shared: &Shared, job: Job, n: u32) -> Result<Vec<Record>, GenError> {
+async fn run_group(shared: &Shared, job: Group, n: u32) -> Result<Vec<Record>, GenError> {
     let ep = shared.client.place();
     let task = job.rec.metadata.clone().map_or(Value::Null, Value::Object);
     let futs = (0..n).map(|_| shared.run_episode(ep, &job.prompt_ids, &job.env, &task));

@@ -1,5 +1,6 @@
 """Client-side cost of rollout: arl-rollout vs a Python asyncio + aiohttp client
-(slime's way: one POST /generate per sample, input_ids in, logprobs out),
+(slime's way: one POST /generate per sample, the prompt tokenised in the
+rollout coroutine, input_ids in, logprobs out, a record per sample out),
 against the same zero-latency SGLang-shaped server, same requests, same
 concurrency, in one run. Used by scripts/bench/rollout.sh.
 
@@ -7,12 +8,13 @@ The server is a minimal asyncio HTTP/1.1 keep-alive server answering every
 request with one canned /generate body (so the clients are what is measured);
 it runs in its own process.
 
-usage: rollout_bench.py ARL_ROLLOUT N CONCURRENCY OUT_TOKENS
+usage: [ROUNDS=3] rollout_bench.py ARL_ROLLOUT N CONCURRENCY OUT_TOKENS
 """
 import asyncio
 import json
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +22,7 @@ import tempfile
 import time
 
 ARL, N, CONC, OUT = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 
 
 def byte_chars():
@@ -95,18 +98,28 @@ import aiohttp
 from tokenizers import Tokenizer
 url, n, conc, model = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 tok = Tokenizer.from_file(model + "/tokenizer.json")
-prompts = [tok.encode("<|im_start|>user\nTask %d: say hello.<|im_end|>\n<|im_start|>assistant\n" % i, add_special_tokens=False).ids for i in range(n)]
+texts = ["<|im_start|>user\nTask %d: say hello.<|im_end|>\n<|im_start|>assistant\n" % i for i in range(n)]
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+# What tokenising alone costs (reported, not counted: the loop below does it again).
+c0 = cpu()
+for t in texts:
+    tok.encode(t, add_special_tokens=False)
+tok_cpu = cpu() - c0
 out = sys.stdout
 async def one(session, sem, i):
     async with sem:
-        payload = {"rid": "py-%d" % i, "input_ids": prompts[i], "return_logprob": True,
+        # As slime's generate: the prompt is tokenised per sample, inside the rollout.
+        prompt = tok.encode(texts[i], add_special_tokens=False).ids
+        payload = {"rid": "py-%d" % i, "input_ids": prompt, "return_logprob": True,
                    "sampling_params": {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 4096, "no_stop_trim": True,
                                        "skip_special_tokens": False, "spaces_between_special_tokens": False}}
         async with session.post(url + "/generate", json=payload) as r:
             d = await r.json()
     lp = d["meta_info"]["output_token_logprobs"]
     ids = [e[1] for e in lp]
-    rec = {"prompt_id": "p%d" % i, "sample_index": 0, "tokens": prompts[i] + ids, "prompt_len": len(prompts[i]),
+    rec = {"prompt_id": "p%d" % i, "sample_index": 0, "tokens": prompt + ids, "prompt_len": len(prompt),
            "response": tok.decode(ids, skip_special_tokens=False), "loss_mask": [1] * len(ids),
            "rollout_log_probs": [e[0] for e in lp], "status": "completed",
            "finish_reason": d["meta_info"]["finish_reason"]["type"], "turns": 1, "tool_calls": 0,
@@ -117,10 +130,10 @@ async def main():
     conn = aiohttp.TCPConnector(limit=conc)
     async with aiohttp.ClientSession(connector=conn) as s:
         await asyncio.gather(*(one(s, sem, i) for i in range(n)))
-r0 = resource.getrusage(resource.RUSAGE_SELF); t0 = time.time()
+c0 = cpu(); t0 = time.time()
 asyncio.run(main())
-r1 = resource.getrusage(resource.RUSAGE_SELF); t1 = time.time()
-print(json.dumps({"wall": t1 - t0, "cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)}), file=sys.stderr)
+c1 = cpu(); t1 = time.time()
+print(json.dumps({"wall": t1 - t0, "cpu": c1 - c0, "tok_cpu": tok_cpu}), file=sys.stderr)
 '''
 
 
@@ -151,23 +164,51 @@ def main():
     srv = subprocess.Popen([sys.executable, os.path.join(work, "server.py"), str(port), str(OUT)], stdout=subprocess.PIPE)
     srv.stdout.readline()
     url = "http://127.0.0.1:%d" % port
-    try:
-        # arl-rollout: the whole process (startup, tokenizer, template, I/O) is counted.
+    def run_arl(prompts):
+        # The whole process (startup, tokenizer, template, I/O) is counted.
         c0, t0 = children_cpu(), time.time()
-        subprocess.run([ARL, "-i", os.path.join(work, "prompts.jsonl"), "--endpoint", url, "--tokenizer", model,
+        subprocess.run([ARL, "-i", prompts, "--endpoint", url, "--tokenizer", model,
                         "--concurrency", str(CONC), "-q"], stdout=subprocess.DEVNULL, check=True)
-        arl = {"wall": time.time() - t0, "cpu": children_cpu() - c0}
-        # Python: only the request loop is counted (imports and tokenisation excluded).
-        p = subprocess.run([sys.executable, os.path.join(work, "client.py"), url, str(N), str(CONC), model],
+        return {"wall": time.time() - t0, "cpu": children_cpu() - c0}
+
+    def run_py(n):
+        # The rollout loop is counted (tokenising each prompt in it, as slime
+        # does); imports and loading the tokenizer are not.
+        p = subprocess.run([sys.executable, os.path.join(work, "client.py"), url, str(n), str(CONC), model],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
-        py = json.loads(p.stderr.decode().strip().splitlines()[-1])
+        return json.loads(p.stderr.decode().strip().splitlines()[-1])
+
+    try:
+        # Warm the server up (a fresh asyncio server answers its first
+        # thousands of requests more slowly, and a slower server costs any
+        # client more wake-ups per request), then alternate the two clients.
+        warm = os.path.join(work, "warm.jsonl")
+        with open(warm, "w") as f:
+            for i in range(min(N, 2000)):
+                f.write(json.dumps({"id": "w%d" % i, "prompt": "Warm-up %d." % i}) + "\n")
+        run_arl(warm)
+        run_py(min(N, 2000))
+        arls, pys = [], []
+        for _ in range(ROUNDS):
+            arls.append(run_arl(os.path.join(work, "prompts.jsonl")))
+            pys.append(run_py(N))
     finally:
         srv.kill()
-    print("%d requests, concurrency %d, %d output tokens each" % (N, CONC, OUT))
-    print("%-22s %12s %16s" % ("client", "requests/s", "CPU µs/request"))
-    for name, m in (("arl-rollout", arl), ("python asyncio+aiohttp", py)):
-        print("%-22s %12.0f %16.1f" % (name, N / m["wall"], 1e6 * m["cpu"] / N))
-    print("ratios arl/python: requests/s %.2fx, CPU per request %.2fx less" % (py["wall"] / arl["wall"], py["cpu"] / max(arl["cpu"], 1e-9)))
+        shutil.rmtree(work, ignore_errors=True)
 
+    def median(runs, key):
+        v = sorted(r[key] for r in runs)
+        return v[len(v) // 2]
+
+    arl = {k: median(arls, k) for k in ("wall", "cpu")}
+    py = {k: median(pys, k) for k in ("wall", "cpu")}
+    print("%d requests, concurrency %d, %d output tokens each; median of %d alternating runs per client" % (N, CONC, OUT, ROUNDS))
+    print("%-22s %12s %16s   %s" % ("client", "requests/s", "CPU µs/request", "CPU µs/request, each run"))
+    for name, m, runs in (("arl-rollout", arl, arls), ("python asyncio+aiohttp", py, pys)):
+        print("%-22s %12.0f %16.1f   %s" % (name, N / m["wall"], 1e6 * m["cpu"] / N, " ".join("%.1f" % (1e6 * r["cpu"] / N) for r in runs)))
+    tok = median(pys, "tok_cpu")
+    print("(of python's CPU per request, tokenising the prompt: %.1f µs; arl's figure includes its start, reading the"
+          " prompts, the chat template and tokenising)" % (1e6 * tok / N))
+    print("ratios arl/python: requests/s %.2fx, CPU per request %.2fx less" % (py["wall"] / arl["wall"], py["cpu"] / max(arl["cpu"], 1e-9)))
 
 main()
