@@ -25,9 +25,10 @@ pub const TOOL: &str = "arl-rollout";
 /// episode ends when the model stops without a tool call (`completed`), or at
 /// `--max-turns` / `--max-response-len` (`truncated`).
 ///
-/// Output: JSONL on stdout, streamed a group at a time; with `-o FILE` the
-/// groups go to `FILE.partial` (flushed per group) and FILE appears when the
-/// run is complete (`.parquet` → Parquet). `--resume` continues from `FILE.partial`.
+/// Output: JSONL on stdout, streamed a group at a time (groups completing
+/// together share a write); with `-o FILE` the groups go to `FILE.partial`
+/// (flushed the same way) and FILE appears when the run is complete
+/// (`.parquet` → Parquet). `--resume` continues from `FILE.partial`.
 ///
 /// Example: arl-rollout -i gsm8k.parquet --endpoint http://127.0.0.1:30000 --tokenizer ckpt/step-41 -n 8 --tools calculator
 #[derive(Debug, Parser)]
