@@ -27,7 +27,7 @@ pub const TOOL: &str = "arl-rollout";
 ///
 /// Output: JSONL on stdout, streamed a group at a time (groups completing
 /// together share a write); with `-o FILE` the groups go to `FILE.partial`
-/// (flushed the same way) and FILE appears when the run is complete
+/// (flushed per group) and FILE appears when the run is complete
 /// (`.parquet` → Parquet). `--resume` continues from `FILE.partial`.
 ///
 /// Example: arl-rollout -i gsm8k.parquet --endpoint http://127.0.0.1:30000 --tokenizer ckpt/step-41 -n 8 --tools calculator

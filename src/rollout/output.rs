@@ -1,9 +1,9 @@
-//! Where groups go (DESIGN.md §11): stdout as JSONL; or a file, written as
-//! JSONL to `NAME.partial` and turned into NAME — renamed, or converted to
-//! Parquet — only when the run completes. Both are flushed whenever no other
-//! completed group is waiting to be written ([`Output::flush`]): a group is
-//! out as soon as it completes, and under load groups share a write, so a
-//! killed run loses at most the groups completed in the same instant. `--resume` keeps the
+//! Where groups go (DESIGN.md §11): stdout as JSONL, flushed whenever no other
+//! completed group is waiting to be written ([`Output::flush`]: a group is out
+//! as soon as it completes, and under load groups share a write); or a file,
+//! written as JSONL to `NAME.partial` (flushed per group, so a killed run
+//! loses at most the group being written) and turned into NAME — renamed, or
+//! converted to Parquet — only when the run completes. `--resume` keeps the
 //! complete groups of `NAME.partial` (a torn last line or an unfinished group
 //! is dropped) and reports their `prompt_id`s so they are not sampled again.
 use crate::cli::OutputArgs;
@@ -115,7 +115,8 @@ impl Output {
         })
     }
 
-    /// Writes one complete group (buffered: see [`Output::flush`]).
+    /// Writes one complete group: to `NAME.partial` in one write, flushed; to
+    /// stdout buffered (see [`Output::flush`]).
     pub fn write_group(&mut self, recs: &[Record]) -> Result<()> {
         match &mut self.kind {
             Kind::Stdout(w) => {
@@ -130,17 +131,18 @@ impl Output {
                     r.to_json_vec(buf);
                     buf.push(b'\n');
                 }
-                w.write_all(buf).with_context(|| format!("writing `{}`", partial.display()))
+                // One write per group: a kill leaves at most a torn last group.
+                w.write_all(buf).and_then(|_| w.flush()).with_context(|| format!("writing `{}`", partial.display()))
             }
         }
     }
 
-    /// Sends the groups written so far on (one write for however many there
-    /// are; nothing when there are none).
+    /// Sends the groups written to stdout so far on (one write for however
+    /// many there are; nothing when there are none).
     pub fn flush(&mut self) -> Result<()> {
         match &mut self.kind {
             Kind::Stdout(w) => w.flush(),
-            Kind::File { w, partial, .. } => w.flush().with_context(|| format!("writing `{}`", partial.display())),
+            Kind::File { .. } => Ok(()),
         }
     }
 
