@@ -133,10 +133,12 @@ impl Pieces {
                 return None;
             }
         }
-        if let Some(pt) = inner.get_pre_tokenizer() {
-            if !position_independent(&serde_json::to_value(pt).ok()?) {
-                return None;
-            }
+        let pre_tokenizer = match inner.get_pre_tokenizer() {
+            Some(pt) => Some(serde_json::to_value(pt).ok()?),
+            None => None,
+        };
+        if pre_tokenizer.as_ref().is_some_and(|pt| !position_independent(pt)) {
+            return None;
         }
         let mut tokens: Vec<(String, u32)> = Vec::new();
         let mut normalized_tokens = false;
@@ -155,8 +157,8 @@ impl Pieces {
             .match_kind(aho_corasick::MatchKind::LeftmostLongest)
             .build(tokens.iter().map(|t| t.0.as_str()))
             .ok()?;
-        let words = match inner.get_pre_tokenizer() {
-            Some(pt) if inner.get_normalizer().is_none() && !normalized_tokens => Words::from_pre_tokenizer(&serde_json::to_value(pt).ok()?),
+        let words = match &pre_tokenizer {
+            Some(pt) if inner.get_normalizer().is_none() && !normalized_tokens => Words::from_pre_tokenizer(pt),
             _ => None,
         };
         Some(Pieces { matcher, ids: tokens.iter().map(|t| t.1).collect(), words, cache: Mutex::default() })
@@ -388,9 +390,7 @@ mod tests {
         // a token with a character outside the byte alphabet, added tokens.
         let chars = byte_level_chars();
         let json = crate::tokenizer_build::byte_level_bpe_json(&["ĠĠ", "Ãł", "中", "a中"], &[(260, "<|im_end|>", true), (261, "<tool_call>", false)]);
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("tokenizer.json"), json.to_string()).unwrap();
-        let tok = Tokenizer::load(d.path()).unwrap();
+        let (_d, tok) = load_json(&json);
         check_against_generic(&tok, 2);
         // Split multi-byte characters become U+FFFD in both.
         let e9 = [chars[0xe4] as u32, chars[0xb8] as u32];

@@ -75,9 +75,7 @@ impl TchEngine {
         let cache = model.new_cache();
         Ok(TchEngine { model, cache, slots: HashMap::new(), vocab, context, device })
     }
-}
 
-impl TchEngine {
     /// Number of parameters of the model.
     pub fn parameters(&self) -> i64 {
         self.model.named_parameters().values().map(|t| t.numel() as i64).sum()
