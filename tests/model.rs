@@ -41,8 +41,9 @@ fn golden_logits_match_transformers() {
 
 #[test]
 fn kv_cache_matches_full_forward() {
-    tch::set_num_threads(1);
-    for name in ["qwen2", "qwen3", "llama"] {
+    // One intra-op thread: decode steps take `decode_attn`; two: SDPA over the cache.
+    for (threads, name) in [1, 2].into_iter().flat_map(|t| ["qwen2", "qwen3", "llama"].map(move |n| (t, n))) {
+        tch::set_num_threads(threads);
         let model = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
         let a: Vec<i64> = vec![5, 17, 3, 60, 2, 9, 44, 1, 8];
         let b: Vec<i64> = vec![7, 7, 30, 12];

@@ -179,3 +179,83 @@ fn abort_all_requests_during_16_long_generations() {
         assert_eq!(v["meta_info"]["finish_reason"]["type"], "abort", "{}", v["meta_info"]["finish_reason"]);
     }
 }
+
+/// `--dp-size 2`: two replicas behind one port answer exactly as one server
+/// does (greedy ids and log-probs), both take work, and abort_all, weight
+/// updates (good and bad) and the version reach both.
+#[test]
+fn data_parallel_replicas_answer_like_one_server() {
+    let model = tiny_model();
+    let d = common::tmpdir();
+    let other = d.path().join("other");
+    perturbed_copy(&model, &other);
+    let one = start(&model);
+    let m = model.display().to_string();
+    let two = Server::start(&["--model-path", &m, "--device", "cpu", "--dtype", "float32", "--random-seed", "1", "--dp-size", "2"]);
+    let info = two.get("/get_server_info").1;
+    assert_eq!(info["dp_size"], 2);
+    assert_eq!(info["internal_states"].as_array().unwrap().len(), 2, "{info}");
+    let body = |i: u64, new: u64| {
+        json!({"input_ids": (i..i + 3 + i % 5).collect::<Vec<_>>(), "return_logprob": true,
+               "sampling_params": {"temperature": 0, "max_new_tokens": new, "ignore_eos": true}})
+    };
+    // Concurrent requests, spread over both replicas.
+    let concurrently = |s: &Server, bodies: Vec<Value>| -> Vec<Value> {
+        let url = format!("{}/generate", s.url);
+        let hs: Vec<_> = bodies.into_iter().map(|b| { let u = url.clone(); std::thread::spawn(move || serve_util::post(&u, &b)) }).collect();
+        hs.into_iter().map(|h| { let (code, v) = h.join().unwrap(); assert_eq!(code, 200, "{v}"); v }).collect()
+    };
+    let got = concurrently(&two, (0..12).map(|i| body(i, 10)).collect());
+    for (i, g) in got.iter().enumerate() {
+        let want = one.generate(body(i as u64, 10));
+        assert_eq!(g["output_ids"], want["output_ids"], "request {i}");
+        for (a, b) in lps(g, "output_token_logprobs").iter().zip(lps(&want, "output_token_logprobs")) {
+            assert!((a.0.unwrap() - b.0.unwrap()).abs() < 1e-5, "request {i}: {a:?} vs {b:?}");
+        }
+    }
+    // 16 long generations: both replicas run some; abort_all with an update ends them all.
+    let ctx = info["context_length"].as_u64().unwrap();
+    let url = two.url.clone();
+    let long: Vec<_> = (0..16u64)
+        .map(|i| {
+            let u = format!("{url}/generate");
+            let b = json!({"input_ids": [i + 1, i + 2], "sampling_params": {"max_new_tokens": ctx - 3, "ignore_eos": true}});
+            std::thread::spawn(move || serve_util::post(&u, &b))
+        })
+        .collect();
+    let mut busy = vec![];
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let states = two.get("/get_server_info").1["internal_states"].clone();
+        busy = states.as_array().unwrap().iter().map(|s| s["num_reqs"].as_u64().unwrap()).collect();
+        if busy.iter().sum::<u64>() == 16 {
+            break;
+        }
+    }
+    assert!(busy.len() == 2 && busy.iter().all(|&n| n >= 4) && busy.iter().sum::<u64>() == 16, "requests per replica: {busy:?}");
+    let (code, v) = two.post("/update_weights_from_disk", &json!({"model_path": other.display().to_string(), "weight_version": "2", "abort_all_requests": true}));
+    assert_eq!((code, v["success"].clone()), (200, json!(true)), "{v}");
+    for h in long {
+        let (code, v) = h.join().unwrap();
+        assert_eq!((code, v["meta_info"]["finish_reason"]["type"].clone()), (200, json!("abort")), "{v}");
+    }
+    // Every replica now runs the new weights and says so.
+    let base = one.generate(body(3, 12))["output_ids"].clone();
+    let after = concurrently(&two, (0..6).map(|_| body(3, 12)).collect());
+    for a in &after {
+        assert_ne!(a["output_ids"], base, "a replica kept the old weights");
+        assert_eq!(a["meta_info"]["weight_version"], "2");
+        assert_eq!(a["output_ids"], after[0]["output_ids"]);
+    }
+    assert_eq!(two.get("/get_model_info").1["weight_version"], "2");
+    // A bad path fails everywhere and changes nothing; restoring restores.
+    let (code, v) = two.post("/update_weights_from_disk", &json!({"model_path": d.path().join("missing").display().to_string(), "weight_version": "3"}));
+    assert_eq!((code, v["success"].clone()), (400, json!(false)), "{v}");
+    assert_eq!(two.get("/get_model_info").1["weight_version"], "2");
+    let (code, v) = two.post("/update_weights_from_disk", &json!({"model_path": m, "weight_version": "4"}));
+    assert_eq!((code, v["success"].clone()), (200, json!(true)), "{v}");
+    for a in concurrently(&two, (0..6).map(|_| body(3, 12)).collect()) {
+        assert_eq!(a["output_ids"], base, "restoring the weights restores every replica's output");
+        assert_eq!(a["meta_info"]["weight_version"], "4");
+    }
+}

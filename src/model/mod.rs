@@ -9,6 +9,8 @@
 pub mod amp;
 pub mod config;
 #[cfg(feature = "torch")]
+mod decode_attn;
+#[cfg(feature = "torch")]
 mod net;
 #[cfg(feature = "torch")]
 pub mod weights;

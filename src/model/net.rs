@@ -116,43 +116,50 @@ impl Attention {
         }
     }
 
-    /// q [B,nh,T,hd] and k, v [B,nkv,T,hd], RoPE applied to q and k.
+    /// q [B,T,nh,hd] and k, v [B,T,nkv,hd] (not transposed), RoPE applied to
+    /// q and k; `cos`, `sin` broadcast as [.., T, 1, hd]. With the fused
+    /// projection (and no q/k norm) q and k get their RoPE in one go.
     fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> (Tensor, Tensor, Tensor) {
         let (b, t, _) = x.size3().expect("[B,T,H]");
-        let (nq, nkv) = (self.n_heads * self.head_dim, self.n_kv * self.head_dim);
+        let (nh, nkv, hd) = (self.n_heads, self.n_kv, self.head_dim);
+        if let (Some(f), None) = (&self.qkv_proj, &self.q_norm) {
+            let y = f.forward(x).view([b, t, nh + 2 * nkv, hd]);
+            let qk = apply_rope(&y.narrow(2, 0, nh + nkv), cos, sin);
+            return (qk.narrow(2, 0, nh), qk.narrow(2, nh, nkv), y.narrow(2, nh + nkv, nkv));
+        }
         let (q, k, v) = match &self.qkv_proj {
             Some(f) => {
                 let y = f.forward(x);
-                (y.narrow(-1, 0, nq), y.narrow(-1, nq, nkv), y.narrow(-1, nq + nkv, nkv))
+                let (nq, nk) = (nh * hd, nkv * hd);
+                (y.narrow(-1, 0, nq), y.narrow(-1, nq, nk), y.narrow(-1, nq + nk, nk))
             }
             None => (self.q_proj.forward(x), self.k_proj.forward(x), self.v_proj.forward(x)),
         };
-        let mut q = q.view([b, t, self.n_heads, self.head_dim]);
-        let mut k = k.view([b, t, self.n_kv, self.head_dim]);
-        let v = v.view([b, t, self.n_kv, self.head_dim]).transpose(1, 2);
+        let mut q = q.view([b, t, nh, hd]);
+        let mut k = k.view([b, t, nkv, hd]);
+        let v = v.view([b, t, nkv, hd]);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q);
             k = kn.forward(&k);
         }
-        let q = apply_rope(&q.transpose(1, 2), cos, sin);
-        let k = apply_rope(&k.transpose(1, 2), cos, sin);
-        (q, k, v)
+        (apply_rope(&q, cos, sin), apply_rope(&k, cos, sin), v)
     }
 
-    /// Attention of q over k, v, then o_proj. GQA: without a mask (training)
-    /// the kv heads are repeated as HF's `repeat_kv`; with an explicit mask
-    /// (the cached path) the `rep` query heads of a kv head are folded into
-    /// its query rows instead, `[B,nkv,rep·T,hd]` against the kv heads as they
-    /// are — the same dot products, without copying the cache `rep` times.
+    /// Attention of q [B,nh,T,hd] over k, v [B,nkv,L,hd] → [B,T,nh·hd], what
+    /// o_proj reads. GQA:
+    /// without a mask (training) the kv heads are repeated as HF's
+    /// `repeat_kv`; with a mask (the cached path) the `rep` query heads of a
+    /// kv head are folded into its query rows instead, `[B,nkv,rep·T,hd]`
+    /// against the kv heads as they are — the same dot products, without
+    /// copying the cache `rep` times. The mask comes folded the same way:
+    /// [B,1,rep·T,L], additive (see [`Model::extend`]).
     fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool) -> Tensor {
         let rep = self.n_heads / self.n_kv;
         let (b, _, t, _) = q.size4().expect("[B,nh,T,hd]");
         let a = match mask {
             Some(m) if rep > 1 => {
-                let (mb, _, mt, ml) = m.size4().expect("mask [B,1,T,L]");
-                let m = m.unsqueeze(2).expand([mb, 1, rep, mt, ml], false).reshape([mb, 1, rep * mt, ml]);
                 let qf = q.reshape([b, self.n_kv, rep * t, self.head_dim]);
-                Tensor::scaled_dot_product_attention(&qf, k, v, Some(&m), 0.0, false, None, false)
+                Tensor::scaled_dot_product_attention(&qf, k, v, Some(m), 0.0, false, None, false)
                     .view([b, self.n_heads, t, self.head_dim])
             }
             _ => {
@@ -161,7 +168,7 @@ impl Attention {
                 Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal && mask.is_none(), None, false)
             }
         };
-        self.o_proj.forward(&a.transpose(1, 2).reshape([b, t, self.n_heads * self.head_dim]))
+        a.transpose(1, 2).reshape([b, t, self.n_heads * self.head_dim])
     }
 }
 
@@ -218,22 +225,26 @@ impl Block {
         }
     }
 
-    /// One block; `kv` turns this step's k, v into the keys/values attended
-    /// to (identity for training, cache concatenation for inference).
-    fn forward(
-        &self,
-        x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: Option<&Tensor>,
-        kv: impl FnOnce(Tensor, Tensor) -> (Tensor, Tensor),
-    ) -> Tensor {
+    /// One block; `attn` turns this step's q [B,T,nh,hd] and k, v
+    /// [B,T,nkv,hd] into the attention output [B,T,nh·hd] ([`Block::train_attn`]
+    /// for training; through the cache for inference).
+    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, attn: impl FnOnce(&Attention, Tensor, Tensor, Tensor) -> Tensor) -> Tensor {
         let h = self.input_layernorm.forward(x);
         let (q, k, v) = self.self_attn.qkv(&h, cos, sin);
-        let (k, v) = kv(k, v);
-        let x = x + self.self_attn.attend(&q, &k, &v, mask, true);
+        let a = attn(&self.self_attn, q, k, v);
+        let x = x + self.self_attn.o_proj.forward(&a);
         let h = self.post_attention_layernorm.forward(&x);
         &x + self.mlp.forward(&h)
+    }
+
+    /// Causal self-attention of the step's own q, k, v (training and
+    /// scoring), without a padding mask: padding is on the right, so under
+    /// the causal mask a real query only ever sees real keys and a padded
+    /// query's output is never used; a plain causal attention gives the real
+    /// positions the same values as a key-padding mask would, and lets SDPA
+    /// take its fused causal kernel (about 2× faster on CPU).
+    fn train_attn(a: &Attention, q: Tensor, k: Tensor, v: Tensor) -> Tensor {
+        a.attend(&q.transpose(1, 2), &k.transpose(1, 2), &v.transpose(1, 2), None, true)
     }
 }
 
@@ -246,6 +257,10 @@ impl Block {
 pub struct KvCache {
     k: Vec<Tensor>,
     v: Vec<Tensor>,
+    /// RoPE cos and signed sin of positions `0..rope_len`, [rope_len, hd]
+    /// (grown on demand): a decode step looks its positions up.
+    rope: Option<(Tensor, Tensor)>,
+    rope_len: usize,
     lens: Vec<usize>,
     used: Vec<bool>,
     nkv: i64,
@@ -534,25 +549,15 @@ impl Model {
     /// Embedding and every block, before the final norm.
     fn trunk(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Tensor {
         let ids = ids.to_device(self.device);
-        let (b, t) = ids.size2().expect("ids [B,T]");
+        let (_, t) = ids.size2().expect("ids [B,T]");
+        let _ = attention_mask; // see Block::train_attn
         let mut x = self.embed(&ids);
-        let pos = Tensor::arange(t, (Kind::Int64, self.device));
+        let pos = Tensor::arange(t, (Kind::Int64, self.device)).unsqueeze(-1);
         let (cos, sin) = self.rope(&pos, x.kind());
-        let mask = self.train_mask(attention_mask, b, t);
         for layer in &self.layers {
-            x = layer.forward(&x, &cos, &sin, mask.as_ref(), |k, v| (k, v));
+            x = layer.forward(&x, &cos, &sin, Block::train_attn);
         }
         x
-    }
-
-    /// The attention mask of a training forward: none. Padding is on the
-    /// right, so under the causal mask a real query only ever sees real keys
-    /// and a padded query's output is never used; a plain causal attention
-    /// gives the real positions the same values as a key-padding mask would,
-    /// and lets SDPA take its fused causal kernel (about 2× faster on CPU).
-    fn train_mask(&self, attention_mask: Option<&Tensor>, _b: i64, _t: i64) -> Option<Tensor> {
-        let _ = attention_mask;
-        None
     }
 
     /// [`Model::forward`] then `loss_of(logits).backward()`, with per-layer
@@ -568,22 +573,22 @@ impl Model {
     ) -> Result<()> {
         let _amp = self.autocast();
         let ids = ids.to_device(self.device);
-        let (b, t) = ids.size2()?;
+        let (_, t) = ids.size2()?;
+        let _ = attention_mask; // see Block::train_attn
         let mut x = tch::no_grad(|| self.embed(&ids));
-        let pos = Tensor::arange(t, (Kind::Int64, self.device));
+        let pos = Tensor::arange(t, (Kind::Int64, self.device)).unsqueeze(-1);
         let (cos, sin) = self.rope(&pos, x.kind());
-        let mask = self.train_mask(attention_mask, b, t);
         let mut inputs = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
             inputs.push(x.shallow_clone());
-            x = tch::no_grad(|| layer.forward(&x, &cos, &sin, mask.as_ref(), |k, v| (k, v)));
+            x = tch::no_grad(|| layer.forward(&x, &cos, &sin, Block::train_attn));
         }
         let h = x.detach().set_requires_grad(true);
         loss_of(&self.head(&h))?.backward();
         let mut g = h.grad();
         for (layer, xin) in self.layers.iter().zip(inputs).rev() {
             let xin = xin.detach().set_requires_grad(true);
-            let out = layer.forward(&xin, &cos, &sin, mask.as_ref(), |k, v| (k, v));
+            let out = layer.forward(&xin, &cos, &sin, Block::train_attn);
             (out * &g).sum(Kind::Float).backward();
             g = xin.grad();
         }
@@ -599,6 +604,8 @@ impl Model {
         KvCache {
             k: (0..n).map(|_| empty()).collect(),
             v: (0..n).map(|_| empty()).collect(),
+            rope: None,
+            rope_len: 0,
             lens: vec![],
             used: vec![],
             nkv,
@@ -653,11 +660,34 @@ impl Model {
             let ids = Tensor::from_slice(&ids).to_device(dev).view([b, nmax]);
             let mut x = self.embed(&ids);
             let pos_t = Tensor::from_slice(&pos).to_device(dev).view([b, nmax]);
-            // [B,1,T,hd]: broadcasts over heads.
-            let (cos, sin) = self.rope(&pos_t.unsqueeze(1), x.kind());
+            // [B,T,1,hd] (broadcasts over heads), from the cache's table.
+            let need = pos.iter().max().map_or(1, |&p| p as usize + 1);
+            if cache.rope_len < need {
+                let n = need.max(2 * cache.rope_len).max(64);
+                let (c, s) = self.rope(&Tensor::arange(n as i64, (Kind::Int64, dev)), x.kind());
+                cache.rope = Some((c, s));
+                cache.rope_len = n;
+            }
+            let (cos, sin) = {
+                let (c, s) = cache.rope.as_ref().expect("rope table");
+                let at = |t: &Tensor| t.index_select(0, &pos_t.view([-1])).view([b, nmax, 1, -1]);
+                (at(c), at(s))
+            };
             // Row i, query j (absolute p0_i + j) sees keys 0..=p0_i + j. A padded
-            // query sees keys nobody wrote; its output is never read.
-            let mask = Tensor::arange(lmax, (Kind::Int64, dev)).view([1, 1, lmax]).le_tensor(&pos_t.unsqueeze(-1)).unsqueeze(1);
+            // query sees keys nobody wrote; its output is never read. Additive
+            // (0 / −inf, what SDPA makes of a boolean mask), made once per call
+            // in the GQA-folded layout `Attention::attend` wants: [B,1,rep·T,L].
+            // A decode step on the CPU in float32 with one intra-op thread (arl-serve's
+            // setting for small models and for each `--dp-size` replica) takes
+            // `decode_attn` instead, which reads each sequence's own length and needs no mask.
+            let fast = nmax == 1 && dev == Device::Cpu && cache.kind == Kind::Float && tch::get_num_threads() == 1;
+            let lens_after: Vec<usize> = p0.iter().map(|&p| p as usize + 1).collect();
+            let mask = (!fast).then(|| {
+                let rep = self.config.num_attention_heads as i64 / cache.nkv;
+                let allowed = Tensor::arange(lmax, (Kind::Int64, dev)).view([1, 1, lmax]).le_tensor(&pos_t.unsqueeze(-1));
+                let allowed = allowed.unsqueeze(1).expand([b, rep, nmax, lmax], false).reshape([b, 1, rep * nmax, lmax]);
+                Tensor::zeros([b, 1, rep * nmax, lmax], (x.kind(), dev)).masked_fill(&allowed.logical_not(), f64::NEG_INFINITY)
+            });
             // Where each real token's key goes: (slot, position), and its row in [B*T].
             let (mut w_slot, mut w_pos, mut w_row) = (Vec::new(), Vec::new(), Vec::new());
             for (i, (&s, (&p, &n))) in slots.iter().zip(p0.iter().zip(&ns)).enumerate() {
@@ -677,10 +707,10 @@ impl Model {
             let (nkv, hd) = (cache.nkv, cache.hd);
             for (l, layer) in self.layers.iter().enumerate() {
                 let (kc, vc) = (&mut cache.k[l], &mut cache.v[l]);
-                x = layer.forward(&x, &cos, &sin, Some(&mask), |k, v| {
-                    // k, v [B,nkv,T,hd] → one row [nkv,hd] per real token.
+                x = layer.forward(&x, &cos, &sin, |attn, q, k, v| {
+                    // k, v [B,T,nkv,hd] → one row [nkv,hd] per real token.
                     let rows = |t: &Tensor| {
-                        let flat = t.transpose(1, 2).reshape([b * nmax, nkv, hd]);
+                        let flat = t.reshape([b * nmax, nkv, hd]);
                         match &w_row {
                             Some(r) => flat.index_select(0, r),
                             None => flat,
@@ -688,6 +718,9 @@ impl Model {
                     };
                     let _ = kc.index_put_(&w_idx, &rows(&k), false);
                     let _ = vc.index_put_(&w_idx, &rows(&v), false);
+                    if fast {
+                        return super::decode_attn::decode_attention(&q, kc, vc, slots, &lens_after);
+                    }
                     let read = |c: &Tensor| {
                         if consecutive {
                             c.narrow(0, first, b).narrow(2, 0, lmax)
@@ -695,7 +728,7 @@ impl Model {
                             c.narrow(2, 0, lmax).index_select(0, &slot_t)
                         }
                     };
-                    (read(kc), read(vc))
+                    attn.attend(&q.transpose(1, 2), &read(kc), &read(vc), mask.as_ref(), true)
                 });
             }
             for (&s, &n) in slots.iter().zip(&ns) {

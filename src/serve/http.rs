@@ -511,7 +511,7 @@ impl Running {
     /// scheduler keeps them and sends each item's tokens once, when it ends.
     pub fn start(st: &Arc<AppState>, items: Vec<Item>, stream: bool) -> Result<Running, Response> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let version = st.shared.weight_version.lock().map(|v| v.clone()).unwrap_or_default();
+        let version = st.shared.version();
         let mut states = Vec::with_capacity(items.len());
         let mut jobs = Vec::with_capacity(items.len());
         for (index, it) in items.into_iter().enumerate() {
@@ -684,7 +684,7 @@ async fn health() -> StatusCode {
 /// after 20 s (SGLang's `SGLANG_HEALTH_CHECK_TIMEOUT`). A paused server counts
 /// as healthy: it is alive and waiting for `/continue_generation`.
 async fn health_generate(State(st): State<Arc<AppState>>) -> Response {
-    if st.shared.paused.load(Ordering::Relaxed) {
+    if st.shared.paused() {
         return StatusCode::OK.into_response();
     }
     let (params, _) = match parse_sampling(Some(&json!({"max_new_tokens": 1, "temperature": 0})), st.cfg.vocab_size) {
@@ -712,11 +712,11 @@ async fn health_generate(State(st): State<Arc<AppState>>) -> Response {
 }
 
 fn current_model_path(st: &AppState) -> String {
-    st.shared.model_path.lock().map(|p| p.clone()).unwrap_or_default()
+    st.shared.model_path()
 }
 
 fn current_version(st: &AppState) -> String {
-    st.shared.weight_version.lock().map(|v| v.clone()).unwrap_or_default()
+    st.shared.version()
 }
 
 async fn model_info(State(st): State<Arc<AppState>>) -> Json<Value> {
@@ -736,8 +736,12 @@ async fn weight_version(State(st): State<Arc<AppState>>) -> Json<Value> {
 }
 
 fn load_json(st: &AppState) -> Value {
-    let running = st.shared.running.load(Ordering::Relaxed);
-    let waiting = st.shared.waiting.load(Ordering::Relaxed);
+    load_of(&st.shared)
+}
+
+/// `/get_load` of one scheduler's state (or of the front one: the replicas' sums).
+fn load_of(s: &Shared) -> Value {
+    let (running, waiting) = (s.running(), s.waiting());
     json!({"num_reqs": running + waiting, "num_running_reqs": running, "num_waiting_reqs": waiting, "num_tokens": 0})
 }
 
@@ -750,7 +754,7 @@ async fn server_info(State(st): State<Arc<AppState>>) -> Json<Value> {
         "host": c.host,
         "port": st.port,
         "tp_size": 1,
-        "dp_size": 1,
+        "dp_size": c.dp_size,
         "device": c.device,
         "dtype": c.dtype,
         "max_running_requests": c.max_running_requests,
@@ -760,7 +764,8 @@ async fn server_info(State(st): State<Arc<AppState>>) -> Json<Value> {
         "weight_version": current_version(&st),
         "scripted": c.scripted,
         "max_req_input_len": c.context_len.saturating_sub(1),
-        "internal_states": [load_json(&st)],
+        // One entry per data-parallel replica, as SGLang has one per DP rank.
+        "internal_states": if st.shared.replicas.is_empty() { vec![load_json(&st)] } else { st.shared.replicas.iter().map(|r| load_of(r)).collect() },
         "version": format!("arl-serve {}", env!("CARGO_PKG_VERSION")),
         // arl's own counters (not in SGLang): calls received since start.
         "arl_generate_calls": st.generate_calls.load(Ordering::Relaxed),
@@ -883,9 +888,7 @@ async fn update_weight_version(State(st): State<Arc<AppState>>, body: Result<Byt
     if as_bool(&m, "abort_all_requests", true).unwrap_or(true) {
         let _ = st.send(Cmd::Abort { rid: None, all: true });
     }
-    if let Ok(mut w) = st.shared.weight_version.lock() {
-        *w = v.to_string();
-    }
+    st.shared.set_version(v);
     Json(json!({"success": true, "message": format!("Weight version updated to {v}"), "new_version": v})).into_response()
 }
 

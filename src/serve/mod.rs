@@ -17,8 +17,7 @@ pub mod tch_engine;
 
 use crate::tokenizer::Tokenizer;
 use anyhow::{Context, Result};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Everything the server needs besides the engine.
 #[derive(Debug, Clone)]
@@ -43,21 +42,44 @@ pub struct Config {
     /// `--scripted` file, when the test double answers.
     pub scripted: Option<String>,
     pub quiet: bool,
+    /// Data-parallel replicas (`--dp-size`).
+    pub dp_size: usize,
 }
 
-/// Starts the scheduler thread and serves HTTP until the process is killed.
-/// Prints `listening on http://HOST:PORT` on stderr once bound (port 0 picks a free port).
-pub fn serve(cfg: Config, engine: Box<dyn engine::Engine>, tok: Arc<Tokenizer>, eos: Vec<u32>) -> Result<()> {
-    let shared = Arc::new(scheduler::Shared {
-        weight_version: Mutex::new(cfg.weight_version.clone()),
-        model_path: Mutex::new(cfg.model_path.clone()),
-        running: AtomicUsize::new(0),
-        waiting: AtomicUsize::new(0),
-        paused: AtomicBool::new(false),
-    });
+/// Starts one scheduler thread per engine (data-parallel replicas behind a
+/// [`scheduler::Dispatcher`] when there are several) and serves HTTP until the
+/// process is killed. Prints `listening on http://HOST:PORT` on stderr once
+/// bound (port 0 picks a free port).
+pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokenizer>, eos: Vec<u32>) -> Result<()> {
+    anyhow::ensure!(!engines.is_empty(), "no engine to serve");
+    let new_shared = |replicas| Arc::new(scheduler::Shared::new(&cfg.weight_version, &cfg.model_path, replicas));
     let (tx, rx) = crossbeam_channel::unbounded();
-    let sched = scheduler::Scheduler::new(engine, tok.clone(), eos, shared.clone(), rx, cfg.max_running_requests, cfg.max_prefill_tokens, cfg.random_seed);
-    std::thread::Builder::new().name("arl-scheduler".into()).spawn(move || sched.run()).context("starting the scheduler thread")?;
+    let start = |engine, shared, rx, seed, name: String| {
+        let sched = scheduler::Scheduler::new(engine, tok.clone(), eos.clone(), shared, rx, cfg.max_running_requests, cfg.max_prefill_tokens, seed);
+        std::thread::Builder::new().name(name).spawn(move || sched.run()).context("starting a scheduler thread").map(drop)
+    };
+    let shared = if engines.len() == 1 {
+        let shared = new_shared(vec![]);
+        let engine = engines.into_iter().next().expect("one engine");
+        start(engine, shared.clone(), rx, cfg.random_seed, "arl-scheduler".into())?;
+        shared
+    } else {
+        let mut txs = Vec::new();
+        let mut parts = Vec::new();
+        for (i, engine) in engines.into_iter().enumerate() {
+            let (t, r) = crossbeam_channel::unbounded();
+            let part = new_shared(vec![]);
+            // Replica 0 keeps the server's seed; the others draw their own streams.
+            let seed = if i == 0 { cfg.random_seed } else { crate::rng::mix(&[cfg.random_seed, i as u64]) };
+            start(engine, part.clone(), r, seed, format!("arl-scheduler-{i}"))?;
+            txs.push(t);
+            parts.push(part);
+        }
+        let shared = new_shared(parts);
+        let dispatcher = scheduler::Dispatcher::new(rx, txs, shared.clone());
+        std::thread::Builder::new().name("arl-dispatcher".into()).spawn(move || dispatcher.run()).context("starting the dispatcher thread")?;
+        shared
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -123,7 +123,10 @@ pub enum Cmd {
     Flush { reply: oneshot::Sender<bool> },
 }
 
-/// State the HTTP layer reads without asking the scheduler thread.
+/// State the HTTP layer reads without asking the scheduler thread. With
+/// several data-parallel replicas ([`Dispatcher`]) each scheduler has its
+/// own (its weight version is that of the weights it runs) and the HTTP
+/// layer reads the front one, whose counts are the replicas' sums.
 #[derive(Debug)]
 pub struct Shared {
     pub weight_version: Mutex<String>,
@@ -131,6 +134,65 @@ pub struct Shared {
     pub running: AtomicUsize,
     pub waiting: AtomicUsize,
     pub paused: std::sync::atomic::AtomicBool,
+    /// `Generate` commands this scheduler has taken in (the dispatcher's
+    /// measure of what it sent that the replica has not counted yet).
+    pub received: AtomicUsize,
+    /// The replicas' own states; empty with one scheduler (then this is its state).
+    pub replicas: Vec<Arc<Shared>>,
+}
+
+impl Shared {
+    pub fn new(weight_version: &str, model_path: &str, replicas: Vec<Arc<Shared>>) -> Shared {
+        Shared {
+            weight_version: Mutex::new(weight_version.to_string()),
+            model_path: Mutex::new(model_path.to_string()),
+            running: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            paused: std::sync::atomic::AtomicBool::new(false),
+            received: AtomicUsize::new(0),
+            replicas,
+        }
+    }
+
+    fn sum(&self, f: impl Fn(&Shared) -> usize) -> usize {
+        if self.replicas.is_empty() {
+            f(self)
+        } else {
+            self.replicas.iter().map(|r| f(r)).sum()
+        }
+    }
+
+    /// Sequences being decoded (all replicas).
+    pub fn running(&self) -> usize {
+        self.sum(|s| s.running.load(Ordering::Relaxed))
+    }
+
+    /// Requests queued (all replicas).
+    pub fn waiting(&self) -> usize {
+        self.sum(|s| s.waiting.load(Ordering::Relaxed))
+    }
+
+    /// Whether generation is paused (`/pause_generation`; any replica).
+    pub fn paused(&self) -> bool {
+        self.sum(|s| s.paused.load(Ordering::Relaxed) as usize) > 0
+    }
+
+    pub fn version(&self) -> String {
+        self.weight_version.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    pub fn model_path(&self) -> String {
+        self.model_path.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Sets the weight version here and in every replica (`/update_weight_version`).
+    pub fn set_version(&self, v: &str) {
+        for s in std::iter::once(self).chain(self.replicas.iter().map(|r| &**r)) {
+            if let Ok(mut w) = s.weight_version.lock() {
+                *w = v.to_string();
+            }
+        }
+    }
 }
 
 struct Seq {
@@ -222,7 +284,7 @@ impl Scheduler {
     }
 
     fn version(&self) -> String {
-        self.shared.weight_version.lock().map(|v| v.clone()).unwrap_or_default()
+        self.shared.version()
     }
 
     fn publish(&self) {
@@ -259,7 +321,11 @@ impl Scheduler {
 
     fn handle(&mut self, c: Cmd) {
         match c {
-            Cmd::Generate(job) => self.waiting.push_back(job),
+            Cmd::Generate(job) => {
+                self.waiting.push_back(job);
+                self.publish();
+                self.shared.received.fetch_add(1, Ordering::Relaxed);
+            }
             Cmd::Abort { rid, all } => {
                 let hit = |r: &str| all || rid.as_deref().is_some_and(|x| !x.is_empty() && (r == x || r.strip_prefix(x).is_some_and(|t| t.starts_with('_'))));
                 self.abort_where(hit, "Aborted by /abort_request.");
@@ -507,6 +573,129 @@ impl Scheduler {
         let ids = &seq.out[seq.out.len().saturating_sub(tail)..];
         let text = self.tok.inner.decode(ids, p.skip_special_tokens).unwrap_or_default();
         p.stop.iter().find(|s| !s.is_empty() && text.contains(s.as_str())).cloned()
+    }
+}
+
+/// Data parallelism (SGLang's `--dp-size`): several schedulers, each with
+/// its own engine (its own copy of the weights and KV cache, on its own core
+/// or GPU), behind one command channel. A new sequence goes to the replica
+/// with the fewest sequences running, queued or on their way; aborts go to
+/// every replica; pause, continue, flush and weight updates go to every
+/// replica and answer once all have (an update succeeds only when every
+/// replica's does; the front version changes then). Each replica applies an
+/// update when its own running sequences are done, and stamps what it
+/// generates with the version of the weights it ran.
+pub struct Dispatcher {
+    rx: crossbeam_channel::Receiver<Cmd>,
+    txs: Vec<crossbeam_channel::Sender<Cmd>>,
+    front: Arc<Shared>,
+    sent: Vec<usize>,
+}
+
+impl Dispatcher {
+    /// `front.replicas[i]` is the state of the scheduler reading `txs[i]`.
+    pub fn new(rx: crossbeam_channel::Receiver<Cmd>, txs: Vec<crossbeam_channel::Sender<Cmd>>, front: Arc<Shared>) -> Dispatcher {
+        assert_eq!(txs.len(), front.replicas.len(), "one state per replica");
+        let sent = vec![0; txs.len()];
+        Dispatcher { rx, txs, front, sent }
+    }
+
+    /// The replica with the least work: running + queued + sent but not yet taken in.
+    fn least_loaded(&self) -> usize {
+        let load = |i: usize| {
+            let r = &self.front.replicas[i];
+            let unseen = self.sent[i].saturating_sub(r.received.load(Ordering::Relaxed));
+            r.running.load(Ordering::Relaxed) + r.waiting.load(Ordering::Relaxed) + unseen
+        };
+        (0..self.txs.len()).min_by_key(|&i| (load(i), i)).unwrap_or(0)
+    }
+
+    /// Sends `make(reply)` to every replica and hands their answers, once all
+    /// are in, to `done` (on its own thread: aborts and new requests keep
+    /// flowing meanwhile, as they do to a single scheduler with an update pending).
+    fn fan_out<T: Send + 'static>(&self, make: impl Fn(oneshot::Sender<T>) -> Cmd, done: impl FnOnce(Vec<Option<T>>) + Send + 'static) {
+        let rxs: Vec<oneshot::Receiver<T>> = self
+            .txs
+            .iter()
+            .map(|tx| {
+                let (t, r) = oneshot::channel();
+                let _ = tx.send(make(t));
+                r
+            })
+            .collect();
+        let spawned = std::thread::Builder::new().name("arl-dp-reply".into()).spawn(move || done(rxs.into_iter().map(|r| r.blocking_recv().ok()).collect()));
+        if let Err(e) = spawned {
+            eprintln!("arl-serve: cannot start a thread to collect the replicas' answers: {e}");
+        }
+    }
+
+    /// Runs until every command sender is gone.
+    pub fn run(mut self) {
+        while let Ok(c) = self.rx.recv() {
+            match c {
+                Cmd::Generate(job) => {
+                    let i = self.least_loaded();
+                    self.sent[i] += 1;
+                    let _ = self.txs[i].send(Cmd::Generate(job));
+                }
+                Cmd::Abort { rid, all } => {
+                    for tx in &self.txs {
+                        let _ = tx.send(Cmd::Abort { rid: rid.clone(), all });
+                    }
+                }
+                Cmd::Pause { mode, reply } => self.fan_out(|r| Cmd::Pause { mode, reply: r }, move |_| {
+                    let _ = reply.send(());
+                }),
+                Cmd::Continue { reply } => self.fan_out(|r| Cmd::Continue { reply: r }, move |_| {
+                    let _ = reply.send(());
+                }),
+                Cmd::Flush { reply } => self.fan_out(|r| Cmd::Flush { reply: r }, move |all: Vec<Option<bool>>| {
+                    let _ = reply.send(all.iter().all(|a| *a == Some(true)));
+                }),
+                Cmd::Update { path, version, abort_all, reply } => {
+                    let front = self.front.clone();
+                    let (p, v) = (path.clone(), version.clone());
+                    self.fan_out(
+                        |r| Cmd::Update { path: path.clone(), version: version.clone(), abort_all, reply: r },
+                        move |all: Vec<Option<UpdateResult>>| {
+                            let paused = all.iter().flatten().map(|r| r.num_paused_requests).sum();
+                            let failed: Vec<String> = all
+                                .iter()
+                                .enumerate()
+                                .filter_map(|(i, r)| match r {
+                                    Some(r) if r.success => None,
+                                    Some(r) => Some(format!("replica {i}: {}", r.message)),
+                                    None => Some(format!("replica {i}: its scheduler stopped")),
+                                })
+                                .collect();
+                            let result = if failed.is_empty() {
+                                if let Ok(mut m) = front.model_path.lock() {
+                                    *m = p.display().to_string();
+                                }
+                                if let Some(v) = &v {
+                                    if let Ok(mut w) = front.weight_version.lock() {
+                                        *w = v.clone();
+                                    }
+                                }
+                                let message = all.into_iter().flatten().next().map(|r| r.message).unwrap_or_default();
+                                UpdateResult { success: true, message, num_paused_requests: paused }
+                            } else {
+                                let updated = all.iter().filter(|r| r.as_ref().is_some_and(|r| r.success)).count();
+                                let mut message = failed.join("; ");
+                                if updated > 0 {
+                                    message.push_str(&format!(
+                                        " ({updated} of {} replicas did load the new weights; the server reports the old version until an update succeeds on all)",
+                                        all.len()
+                                    ));
+                                }
+                                UpdateResult { success: false, message, num_paused_requests: paused }
+                            };
+                            let _ = reply.send(result);
+                        },
+                    );
+                }
+            }
+        }
     }
 }
 

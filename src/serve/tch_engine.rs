@@ -135,6 +135,10 @@ impl Engine for TchEngine {
         let (model, cache, device) = (&self.model, &mut self.cache, self.device);
         let lp = guarded("decode step", || {
             let logits = model.decode_step(cache, &slots, &last);
+            // (Greedy and T = 1 batches skip the division: one op less per step.)
+            if temperatures.iter().all(|&t| t == 1.0) {
+                return logits.log_softmax(-1, Kind::Float);
+            }
             let t = Tensor::from_slice(temperatures).to_device(device).view([-1, 1]);
             (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
         })?;
