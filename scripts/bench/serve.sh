@@ -4,20 +4,26 @@
 # `generate` on the same weights, batch, prompts and lengths, in the same run.
 # Both decode greedily, on CPU in float32, exactly NEW tokens per sequence
 # (ignore_eos / min_new_tokens). Prints tokens/s and the ratio arl/HF (> 1 means
-# arl is faster; target ≥ 2). Each side runs the batch REPEAT times (5) and the
+# arl is faster; target ≥ 2). Each side runs the batch REPEAT times (10) and the
 # best round counts; the medians are printed too.
 #
-#   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 REPEAT=5 scripts/bench/serve.sh
+# Both sides get the whole machine: transformers runs with torch's default
+# threads (one per core), arl-serve on the CPU with `--dp-size DP` replicas
+# (default: one per core, each one thread; DP=1 for a single replica).
+#
+#   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 REPEAT=10 DP=2 scripts/bench/serve.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-MODEL=${MODEL:-testdata/tiny-model}; CONC=${CONC:-64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-32}; REPEAT=${REPEAT:-5}
+MODEL=${MODEL:-testdata/tiny-model}; CONC=${CONC:-64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-32}; REPEAT=${REPEAT:-10}
 DEVICE=${DEVICE:-cpu}
+if [ "$DEVICE" = cpu ]; then DP=${DP:-$(nproc)}; else DP=${DP:-1}; fi
+echo "arl-serve --dp-size $DP on $DEVICE"
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 export LIBTORCH_USE_PYTORCH=1 PATH="$(dirname "$PY"):$PATH"
 cargo build --release --quiet --bin arl-serve
 W=$(mktemp -d)
 LOG="$W/serve.log"
-target/release/arl-serve --model-path "$MODEL" --port 0 --device "$DEVICE" --max-running-requests "$CONC" ${SERVE_ARGS:-} 2>"$LOG" &
+target/release/arl-serve --model-path "$MODEL" --port 0 --device "$DEVICE" --max-running-requests "$CONC" --dp-size "$DP" ${SERVE_ARGS:-} 2>"$LOG" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 600); do grep -q 'listening on' "$LOG" && break; sleep 0.1; done

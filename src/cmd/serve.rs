@@ -29,7 +29,8 @@ pub const TOOL: &str = "arl-serve";
 /// continuously: new requests join between decode steps, prompts admitted
 /// together are prefilled in one batched forward, and each decode step is one
 /// forward over every running sequence (one shared KV cache, a slot per
-/// sequence, masked to its own length). There is no prefix cache
+/// sequence, each attending to its own length). `--dp-size N` runs N such
+/// replicas behind the port, a new request going to the least loaded. There is no prefix cache
 /// (`cached_tokens` is always 0). Returned log-probs are those of the
 /// temperature-scaled distribution before top-k/top-p truncation, as
 /// `arl-train` recomputes them.

@@ -2,7 +2,8 @@
 //! a continuous-batching scheduler on the shared model code.
 //!
 //! * `http`: the axum routes, request validation and SGLang's wire shapes.
-//! * `scheduler`: the thread that owns the engine and batches sequences.
+//! * `scheduler`: the thread that owns the engine and batches sequences
+//!   (one per `--dp-size` replica), and the dispatcher in front of several.
 //! * `sampling`: greedy / top-k / top-p / min-p draws from log-prob rows.
 //! * `engine`: the interface to a model, and the `--scripted` test double.
 //! * `tch_engine`: the libtorch engine over `crate::model` (feature `torch`).
