@@ -20,7 +20,10 @@ prompts = [[rng.randrange(10, cfg["vocab_size"]) for _ in range(plen)] for _ in 
 
 
 async def arl_run():
-    sp = {"temperature": 0, "max_new_tokens": new, "ignore_eos": True}
+    # min_new_tokens as well as ignore_eos: transformers' min_new_tokens bans
+    # EOS until then, ignore_eos alone only keeps going past it; with both,
+    # both sides pick from the same candidates.
+    sp = {"temperature": 0, "max_new_tokens": new, "min_new_tokens": new, "ignore_eos": True}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600)) as s:
         async def one(p):
             async with s.post(f"{url}/generate", json={"input_ids": p, "sampling_params": sp}) as r:
