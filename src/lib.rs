@@ -41,3 +41,40 @@ pub use record::{Record, Status};
 /// malloc spent a quarter of `arl-rollout`'s CPU (`scripts/bench/rollout.sh`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Tells the allocator to keep freed memory for reuse instead of handing it
+/// back to the kernel a second later (mimalloc's `purge_delay`): a process
+/// that frees and reallocates at a steady rate, as `arl-rollout` does per
+/// request, otherwise has the kernel zero the same (transparent huge) pages
+/// again and again, a tenth of its CPU in `scripts/bench/rollout.sh`. The
+/// memory held is the process's peak. Returns whether the option was set:
+/// `false` when the linked mimalloc does not number its options as this code
+/// expects (the option's default, 1000, is checked first) or when
+/// `MIMALLOC_PURGE_DELAY` is set, in which cases nothing changes.
+pub fn keep_freed_memory() -> bool {
+    // mimalloc 3's `mi_option_purge_delay` (libmimalloc-sys' bindings do not name it).
+    const PURGE_DELAY: std::ffi::c_int = 15;
+    extern "C" {
+        fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+        fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+    }
+    // SAFETY: both functions only read or write the allocator's option table.
+    unsafe {
+        match mi_option_get(PURGE_DELAY) {
+            -1 => true,
+            1000 => {
+                mi_option_set(PURGE_DELAY, -1);
+                mi_option_get(PURGE_DELAY) == -1
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod alloc_tests {
+    #[test]
+    fn the_allocator_keeps_freed_memory_when_asked() {
+        assert!(super::keep_freed_memory(), "mimalloc's option numbering changed: update PURGE_DELAY");
+    }
+}

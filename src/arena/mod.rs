@@ -175,9 +175,7 @@ pub async fn play(arena: &Arena, shared: [&Shared; 2], game: Game, opening: &[i6
                 if let Some(cap) = sh.max_new_tokens {
                     budget = budget.min(cap);
                 }
-                let mut sp = sh.sampling.clone();
-                sp.insert("max_new_tokens".into(), budget.into());
-                let g = sh.client.generate(seat.endpoint, &seat.ep.tokens, &Value::Object(sp)).await?;
+                let g = sh.client.generate(seat.endpoint, &seat.ep.tokens, &sh.sampling, budget).await?;
                 sh.client.stats.prompt_tokens.fetch_add(seat.ep.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 sh.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 let start = seat.ep.tokens.len();

@@ -140,7 +140,7 @@ impl Client {
     /// One `/generate` call with retries. Retries on connection errors,
     /// timeouts and HTTP 408/429/5xx, each after `backoff · 2^k` (capped at
     /// 10 s, jittered), moving to the next endpoint when there are several.
-    pub async fn generate(&self, ep: usize, input_ids: &[u32], sampling: &Value) -> Result<Generation, GenError> {
+    pub async fn generate(&self, ep: usize, input_ids: &[u32], sampling: &Sampling, max_new_tokens: u32) -> Result<Generation, GenError> {
         let mut attempt = 0u32;
         loop {
             // Closed by abort_all, so waiting episodes stop too.
@@ -150,9 +150,7 @@ impl Client {
             }
             let at = ep + attempt as usize;
             let rid = format!("arl-{}-{}", self.pid, self.seq.fetch_add(1, Ordering::Relaxed));
-            // Serialised straight from the slices (a `json!` tree would box every token id).
-            let body = serde_json::to_vec(&GenerateBody { rid: &rid, input_ids, sampling_params: sampling, return_logprob: true })
-                .map_err(|e| GenError::Fatal(e.into()))?;
+            let body = request_body(&rid, input_ids, sampling, max_new_tokens);
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut m) = self.inflight.lock() {
                 m.insert(rid.clone(), at);
@@ -195,7 +193,7 @@ impl Client {
             // A garbled body (not JSON, cut short) is retried like a failed
             // connection; a well-formed answer that lacks what rollout needs is not.
             let res = res.and_then(|b| {
-                parse_generation_bytes(&b).map_err(|e| {
+                super::answer::parse(&b).map_err(|e| {
                     let garbled = e.downcast_ref::<serde_json::Error>().is_some_and(|j| j.is_syntax() || j.is_eof());
                     (garbled, e)
                 })
@@ -281,80 +279,75 @@ impl Client {
     }
 }
 
-/// Reads a `/generate` answer (a single object, or a one-element batch).
-#[derive(serde::Serialize)]
-struct GenerateBody<'a> {
-    rid: &'a str,
-    input_ids: &'a [u32],
-    sampling_params: &'a Value,
-    return_logprob: bool,
+/// The `sampling_params` of a run's `/generate` calls, serialised once; each
+/// call adds its own `max_new_tokens` (per call, cloning and serialising a
+/// map of a dozen keys was a visible share of the client's CPU).
+#[derive(Clone, Debug)]
+pub struct Sampling {
+    /// The object's JSON without its closing brace, ending in `{` or `,`.
+    head: Vec<u8>,
 }
 
-/// The parts of a `/generate` answer that rollout reads, deserialised
-/// directly (no `Value` tree: this runs once per turn of every sample).
-#[derive(serde::Deserialize)]
-struct Answer {
-    #[serde(default)]
-    output_ids: Option<Vec<u32>>,
-    meta_info: Option<AnswerMeta>,
-}
-
-#[derive(serde::Deserialize)]
-struct AnswerMeta {
-    #[serde(default)]
-    output_token_logprobs: Option<Vec<(Option<f64>, Option<u64>, serde::de::IgnoredAny)>>,
-    #[serde(default)]
-    finish_reason: Option<FinishReason>,
-    #[serde(default)]
-    weight_version: Option<Value>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum FinishReason {
-    Typed {
-        #[serde(rename = "type")]
-        kind: Option<String>,
-    },
-    Plain(String),
-}
-
-/// Parses a `/generate` answer body (one object, or a list of one).
-pub fn parse_generation_bytes(body: &[u8]) -> Result<Generation> {
-    let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
-    let a: Answer = if first == Some(b'[') {
-        let mut v: Vec<Answer> = serde_json::from_slice(body).context("the /generate answer is not the expected JSON")?;
-        if v.len() != 1 {
-            bail!("/generate answered {} results for one prompt", v.len());
+impl Sampling {
+    /// `params` without `max_new_tokens` (each call sets its own).
+    pub fn new(mut params: serde_json::Map<String, Value>) -> Sampling {
+        params.remove("max_new_tokens");
+        let empty = params.is_empty();
+        let mut head = serde_json::to_vec(&Value::Object(params)).expect("a JSON map serialises");
+        head.pop();
+        if !empty {
+            head.push(b',');
         }
-        v.pop().expect("one")
-    } else {
-        serde_json::from_slice(body).context("the /generate answer is not the expected JSON")?
-    };
-    let meta = a.meta_info.ok_or_else(|| anyhow!("/generate answer without `meta_info`"))?;
-    let lps = meta
-        .output_token_logprobs
-        .ok_or_else(|| anyhow!("/generate answer without `meta_info.output_token_logprobs` (return_logprob ignored?)"))?;
-    let mut logprobs = Vec::with_capacity(lps.len());
-    let mut lp_ids = Vec::with_capacity(lps.len());
-    for (i, (lp, id, _)) in lps.into_iter().enumerate() {
-        let id = id.ok_or_else(|| anyhow!("`output_token_logprobs` entry {i} without a token id"))?;
-        logprobs.push(lp.unwrap_or(0.0) as f32);
-        lp_ids.push(id as u32);
+        Sampling { head }
     }
-    let output_ids = a.output_ids.unwrap_or_else(|| lp_ids.clone());
-    if output_ids != lp_ids {
-        bail!("`output_ids` ({} tokens) and `output_token_logprobs` ({} entries) disagree", output_ids.len(), lp_ids.len());
+
+    fn write(&self, max_new_tokens: u32, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(b"\"max_new_tokens\":");
+        out.extend_from_slice(itoa::Buffer::new().format(max_new_tokens).as_bytes());
+        out.push(b'}');
     }
-    let finish = match meta.finish_reason {
-        Some(FinishReason::Typed { kind }) => kind.unwrap_or_else(|| "unknown".to_string()),
-        Some(FinishReason::Plain(s)) => s,
-        None => "unknown".to_string(),
-    };
-    let weight_version = match meta.weight_version {
-        Some(Value::String(s)) => Some(s),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        _ => None,
-    };
-    Ok(Generation { output_ids, logprobs, finish, weight_version })
+}
+
+/// A `/generate` request: `{"rid", "input_ids", "sampling_params", "return_logprob": true}`,
+/// written straight from the slices (a `json!` tree would box every token id).
+fn request_body(rid: &str, input_ids: &[u32], sampling: &Sampling, max_new_tokens: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(96 + sampling.head.len() + 11 * input_ids.len());
+    b.extend_from_slice(b"{\"rid\":");
+    serde_json::to_writer(&mut b, rid).expect("writing to a Vec");
+    b.extend_from_slice(b",\"input_ids\":[");
+    let mut num = itoa::Buffer::new();
+    for (i, id) in input_ids.iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        b.extend_from_slice(num.format(*id).as_bytes());
+    }
+    b.extend_from_slice(b"],\"sampling_params\":");
+    sampling.write(max_new_tokens, &mut b);
+    b.extend_from_slice(b",\"return_logprob\":true}");
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_body_is_the_json_of_its_parts() {
+        let mut params = serde_json::Map::new();
+        params.insert("temperature".into(), json!(0.7));
+        params.insert("stop".into(), json!(["\"</s>\"", "\n"]));
+        params.insert("max_new_tokens".into(), json!(5));
+        let body = request_body("arl-\"1\"-2", &[0, 7, 4294967295], &Sampling::new(params), 300);
+        let v: Value = serde_json::from_slice(&body).expect("valid JSON");
+        assert_eq!(
+            v,
+            json!({"rid": "arl-\"1\"-2", "input_ids": [0, 7, 4294967295u32],
+                   "sampling_params": {"temperature": 0.7, "stop": ["\"</s>\"", "\n"], "max_new_tokens": 300},
+                   "return_logprob": true})
+        );
+        let v: Value = serde_json::from_slice(&request_body("r", &[], &Sampling::new(Default::default()), 1)).expect("valid JSON");
+        assert_eq!(v, json!({"rid": "r", "input_ids": [], "sampling_params": {"max_new_tokens": 1}, "return_logprob": true}));
+    }
 }

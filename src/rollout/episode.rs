@@ -23,7 +23,7 @@ pub struct Shared {
     pub eos_text: Option<String>,
     /// Per-turn `max_new_tokens` cap (`--max-new-tokens`).
     pub max_new_tokens: Option<u32>,
-    pub sampling: serde_json::Map<String, Value>,
+    pub sampling: super::client::Sampling,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -109,9 +109,7 @@ impl Shared {
             if let Some(cap) = self.max_new_tokens {
                 budget = budget.min(cap);
             }
-            let mut sp = self.sampling.clone();
-            sp.insert("max_new_tokens".into(), budget.into());
-            let g = self.client.generate(ep, &e.tokens, &Value::Object(sp)).await?;
+            let g = self.client.generate(ep, &e.tokens, &self.sampling, budget).await?;
             self.client.stats.prompt_tokens.fetch_add(e.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let turn_start = e.tokens.len();

@@ -7,6 +7,7 @@
 //! overall, and enough groups are active to keep that many busy. A group is
 //! written only when all its samples are done, so a killed run never leaves a
 //! half group behind.
+pub mod answer;
 pub mod client;
 pub mod env;
 pub mod episode;
@@ -219,6 +220,7 @@ fn to_record(mut rec: Record, i: u32, e: Episode, tok: &Tokenizer) -> Record {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    crate::keep_freed_memory();
     if args.n_samples_per_prompt == 0 {
         return Err(cli::usage("`-n` must be at least 1"));
     }
@@ -308,7 +310,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         eos_id,
         eos_text,
         max_new_tokens: args.max_new_tokens,
-        sampling,
+        sampling: client::Sampling::new(sampling),
     });
     let opponent = match &args.opponent_endpoint {
         Some(url) => {
