@@ -142,8 +142,15 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// The byte at the cursor; 0 at the end (a byte JSON has only inside strings).
+    #[inline]
+    fn byte(&self) -> u8 {
+        self.s.get(self.at).copied().unwrap_or(0)
+    }
+
+    #[inline]
     fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.s.get(self.at) {
+        while matches!(self.byte(), b' ' | b'\t' | b'\n' | b'\r') {
             self.at += 1;
         }
     }
@@ -154,8 +161,10 @@ impl<'a> Reader<'a> {
         self.s.get(self.at).copied()
     }
 
+    #[inline]
     fn eat(&mut self, c: u8) -> bool {
-        let ok = self.peek() == Some(c);
+        self.ws();
+        let ok = self.byte() == c;
         self.at += ok as usize;
         ok
     }
@@ -165,17 +174,20 @@ impl<'a> Reader<'a> {
         self.at == self.s.len()
     }
 
+    #[inline]
     fn null(&mut self) -> bool {
         self.ws();
-        let ok = self.s[self.at..].starts_with(b"null");
+        let ok = self.s.get(self.at..self.at + 4) == Some(b"null");
         self.at += 4 * ok as usize;
         ok
     }
 
     fn literal(&mut self) -> Option<()> {
-        self.ws();
+        if self.null() {
+            return Some(());
+        }
         let rest = &self.s[self.at..];
-        let n = [&b"null"[..], b"true", b"false"].iter().find(|l| rest.starts_with(l))?.len();
+        let n = [&b"true"[..], b"false"].iter().find(|l| rest.starts_with(l))?.len();
         self.at += n;
         Some(())
     }
@@ -292,12 +304,24 @@ impl<'a> Reader<'a> {
     }
 
     /// A non-negative integer up to `max`, written plainly (no sign, fraction or exponent).
+    #[inline]
     fn uint(&mut self, max: u64) -> Option<u64> {
-        let t = self.number()?;
-        if t.len() > 19 || !t.iter().all(u8::is_ascii_digit) {
+        self.ws();
+        let start = self.at;
+        let mut v = 0u64;
+        loop {
+            let d = self.byte().wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            v = v.wrapping_mul(10).wrapping_add(d as u64);
+            self.at += 1;
+        }
+        let n = self.at - start;
+        // No digits, a leading zero, a fraction or exponent, or too long to be sure of `v`.
+        if n == 0 || n > 19 || (n > 1 && self.s[start] == b'0') || matches!(self.byte(), b'.' | b'e' | b'E') {
             return None;
         }
-        let v = t.iter().fold(0u64, |v, d| v * 10 + (d - b'0') as u64);
         (v <= max).then_some(v)
     }
 
