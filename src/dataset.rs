@@ -29,10 +29,12 @@ pub fn lookup(rec: &Record, path: &str) -> Option<Value> {
     let first = parts.next()?;
     let mut cur = match rec.extra.get(first) {
         Some(v) => v.clone(),
-        None => {
-            let v = rec.to_value();
-            v.get(first)?.clone()
-        }
+        // A field of the schema: through the record's JSON form. (Any other
+        // name is absent: not serialising the record for it saved a tenth of
+        // preparing a prompt in arl-rollout, which looks up
+        // `reward_model.ground_truth` in every row without a label.)
+        None if crate::record::FIELDS.iter().any(|(name, _)| *name == first) => rec.to_value().get(first)?.clone(),
+        None => return None,
     };
     for p in parts {
         cur = match cur {
@@ -44,25 +46,36 @@ pub fn lookup(rec: &Record, path: &str) -> Option<Value> {
     Some(cur)
 }
 
-/// Normalises one dataset row into a prompt record.
-pub fn to_prompt(mut rec: Record, row: u64, stem: &str, args: &DatasetArgs) -> Result<Record, FieldError> {
+/// Normalises one dataset row into a prompt record. A row that cannot be
+/// one comes back unchanged with the reason (for the rejects file).
+pub fn to_prompt(mut rec: Record, row: u64, stem: &str, args: &DatasetArgs) -> Result<Record, (Record, FieldError)> {
+    // The prompt the row had, put back if the label then fails.
+    let mut original_prompt = None;
     if let Some(key) = args.prompt_key.as_deref().filter(|k| *k != "prompt") {
-        let v = lookup(&rec, key).ok_or_else(|| FieldError::new(key, "missing (named by --prompt-key)"))?;
-        rec.prompt = Some(match v {
-            Value::String(s) => s,
-            v @ Value::Array(_) => v.to_string(),
-            other => {
-                return Err(FieldError::new(key, format!("expected a string or chat messages, got {}", crate::record::json_type(&other))))
+        let prompt = match lookup(&rec, key) {
+            Some(Value::String(s)) => s,
+            Some(v @ Value::Array(_)) => v.to_string(),
+            Some(other) => {
+                let e = FieldError::new(key, format!("expected a string or chat messages, got {}", crate::record::json_type(&other)));
+                return Err((rec, e));
             }
-        });
+            None => return Err((rec, FieldError::new(key, "missing (named by --prompt-key)"))),
+        };
+        original_prompt = Some(rec.prompt.replace(prompt));
     }
     if rec.prompt.is_none() {
-        return Err(FieldError::new("prompt", "missing (use --prompt-key to name another column)"));
+        return Err((rec, FieldError::new("prompt", "missing (use --prompt-key to name another column)")));
     }
     match args.label_key.as_deref() {
-        Some(key) if key != "label" => {
-            rec.label = Some(lookup(&rec, key).ok_or_else(|| FieldError::new(key, "missing (named by --label-key)"))?);
-        }
+        Some(key) if key != "label" => match lookup(&rec, key) {
+            Some(v) => rec.label = Some(v),
+            None => {
+                if let Some(p) = original_prompt {
+                    rec.prompt = p;
+                }
+                return Err((rec, FieldError::new(key, "missing (named by --label-key)")));
+            }
+        },
         _ => {
             if rec.label.is_none() {
                 rec.label = lookup(&rec, "reward_model.ground_truth");
@@ -109,7 +122,7 @@ mod tests {
             br#"{"data_source":"openai/gsm8k","prompt":[{"role":"user","content":"1+1?"}],"reward_model":{"style":"rule","ground_truth":"2"},"extra_info":{"index":3}}"#,
         )
         .unwrap();
-        let p = to_prompt(rec, 3, "train", &DatasetArgs::default()).unwrap();
+        let p = to_prompt(rec, 3, "train", &DatasetArgs::default()).map_err(|(_, e)| e).unwrap();
         assert_eq!(p.label, Some(Value::String("2".into())));
         assert_eq!(p.prompt_id.as_deref(), Some("train:3"));
         assert_eq!(prompt_messages(p.prompt.as_deref().unwrap()).unwrap().len(), 1);
@@ -119,9 +132,22 @@ mod tests {
     fn custom_keys() {
         let rec = Record::from_json_slice(br#"{"id":7,"question":"q","answer":{"v":"a"}}"#).unwrap();
         let args = DatasetArgs { prompt_key: Some("question".into()), label_key: Some("answer.v".into()) };
-        let p = to_prompt(rec, 0, "x", &args).unwrap();
+        let p = to_prompt(rec, 0, "x", &args).map_err(|(_, e)| e).unwrap();
         assert_eq!(p.prompt.as_deref(), Some("q"));
         assert_eq!(p.label, Some(Value::String("a".into())));
         assert_eq!(p.prompt_id.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn a_rejected_row_comes_back_unchanged() {
+        let text = br#"{"id":7,"prompt":"p","question":"q","answer":{"v":"a"}}"#;
+        for (prompt_key, label_key, field) in [(Some("question"), Some("answer.w"), "answer.w"), (Some("missing"), None, "missing"), (Some("answer"), None, "answer")] {
+            let args = DatasetArgs { prompt_key: prompt_key.map(Into::into), label_key: label_key.map(Into::into) };
+            let (back, e) = to_prompt(Record::from_json_slice(text).unwrap(), 0, "x", &args).unwrap_err();
+            assert_eq!(back, Record::from_json_slice(text).unwrap());
+            assert_eq!(e.field.as_deref(), Some(field));
+        }
+        let (_, e) = to_prompt(Record::from_json_slice(br#"{"id":1}"#).unwrap(), 0, "x", &DatasetArgs::default()).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("prompt"));
     }
 }

@@ -74,14 +74,14 @@ pub fn selected(prompt: &Record, epoch: u64) -> Record {
 struct Job {
     idx: usize,
     epoch: u64,
-    prompt_ids: Arc<Vec<u32>>,
+    prompt_ids: Arc<[u32]>,
     env: Arc<env::Env>,
 }
 
 /// A started group: the prompt's record and what it runs with.
 struct Group {
     rec: Record,
-    prompt_ids: Arc<Vec<u32>>,
+    prompt_ids: Arc<[u32]>,
     env: Arc<env::Env>,
 }
 
@@ -354,16 +354,21 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
     let mut prompts = Vec::new();
     let mut positions = Vec::new();
     let mut row = 0u64;
+    // The stem of the last source (prompt ids default to `stem:row`).
+    let mut stem: Option<(Arc<str>, String)> = None;
     while let Some(batch) = input.next_batch()? {
         for (pos, rec) in batch {
-            let stem = crate::dataset::stem_of(std::path::Path::new(&*pos.source));
-            match crate::dataset::to_prompt(rec.clone(), row, &stem, &args.dataset) {
+            if stem.as_ref().is_none_or(|(src, _)| !Arc::ptr_eq(src, &pos.source)) {
+                stem = Some((pos.source.clone(), crate::dataset::stem_of(std::path::Path::new(&*pos.source))));
+            }
+            let stem = stem.as_ref().map_or("", |(_, s)| s.as_str());
+            match crate::dataset::to_prompt(rec, row, stem, &args.dataset) {
                 Ok(p) => {
                     // Boxed: growing a vector of whole records copied them all, twice over.
                     prompts.push(Box::new(p));
                     positions.push(pos);
                 }
-                Err(e) => input.reject(&pos, &rec, e)?,
+                Err((rec, e)) => input.reject(&pos, &rec, e)?,
             }
             row += 1;
         }
@@ -387,7 +392,7 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
         }
         if args.arena {
             match crate::arena::task_game(prompt) {
-                Ok(_) => jobs.push(Job { idx, epoch, prompt_ids: Arc::new(Vec::new()), env: envs.default.clone() }),
+                Ok(_) => jobs.push(Job { idx, epoch, prompt_ids: Arc::from([]), env: envs.default.clone() }),
                 Err(why) => reject(&mut input, why)?,
             }
             continue;
@@ -400,7 +405,8 @@ async fn drive(args: Args, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, e
             }
         };
         match prompt_ids(prompt, &shared, &env, args.system.as_deref()) {
-            Ok(ids) => jobs.push(Job { idx, epoch, prompt_ids: Arc::new(ids), env }),
+            // One exact-size allocation: every prompt's ids are held for the whole run.
+            Ok(ids) => jobs.push(Job { idx, epoch, prompt_ids: Arc::from(ids), env }),
             Err(why) => reject(&mut input, why)?,
         }
     }
