@@ -588,8 +588,11 @@ async fn run_group(shared: &Shared, job: Group, n: u32) -> Result<Vec<Record>, G
     let results = futures::future::join_all(futs).await;
     shared.client.release(ep);
     let mut recs = Vec::with_capacity(n as usize);
+    // The prompt's record is copied for each sample but the last, which takes it.
+    let mut rec = Some(job.rec);
     for (i, r) in results.into_iter().enumerate() {
-        recs.push(to_record(job.rec.clone(), i as u32, r?, &shared.tokenizer));
+        let base = if i + 1 == n as usize { rec.take() } else { rec.clone() };
+        recs.push(to_record(base.expect("taken by the last sample only"), i as u32, r?, &shared.tokenizer));
     }
     Ok(recs)
 }
