@@ -220,7 +220,9 @@ fn to_record(mut rec: Record, i: u32, e: Episode, tok: &Tokenizer) -> Record {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    // A steady loop of small requests over a heap that grows with the dataset.
     crate::keep_freed_memory();
+    crate::no_transparent_huge_pages();
     if args.n_samples_per_prompt == 0 {
         return Err(cli::usage("`-n` must be at least 1"));
     }
