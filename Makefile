@@ -11,36 +11,59 @@ export ARL_CACHE
 export LIBTORCH_USE_PYTORCH := 1
 export PATH := $(VENV)/bin:$(PATH)
 export ARL_PYTHON := $(VENV)/bin/python
-# One profile for everything (build, tests, demo, benchmarks): release.
+# One profile for everything (build, lints, tests, demo, benchmarks): release.
 CARGO_FLAGS ?= --release
+PROFILE_DIR := $(if $(findstring --release,$(CARGO_FLAGS)),release,debug)
 # Bound on the test suite's threads (2 cores here).
 TEST_THREADS ?= 2
+# `make install`: where the binaries, man pages and completions go.
+PREFIX ?= /usr/local
+
+# Every binary of the workspace.
+TOOLS := arl-advantage arl-env arl-filter arl-inspect arl-reward arl-rollout arl-serve arl-sync arl-tasks arl-train
 
 # An experiment file for `make run` (see experiments/).
 EXP ?= experiments/demo.env
 
-.PHONY: all setup build test chaos fuzz docs demo run bench clean-runs
+.PHONY: all setup setup-tests build lint test chaos fuzz docs demo run bench install clean-runs
 
 all: build
 
+# What building and `make demo` need (build tools, OpenMPI, torch).
 setup:
 	@scripts/setup.sh
 
-build: setup
-	cargo build $(CARGO_FLAGS) --bins
+# ... and what only the tests and benchmarks need (PostgreSQL, Chromium, the
+# Python baselines).
+setup-tests:
+	@scripts/setup.sh --tests
 
-# Every test: the cargo tests, then the fault and abuse suite on the release
-# binaries they built (scripts/chaos.sh; its fuzz targets need cargo-fuzz,
-# which scripts/setup-fuzz.sh installs; FUZZ_SECONDS per target, 0 skips).
+# Every binary of the workspace (`cargo build --release` alone builds the
+# data tools, which need neither libtorch nor MPI).
+build: setup
+	cargo build $(CARGO_FLAGS) --workspace --bins
+
+# Formatting and lints, in the same profile as the build (lint policy: the
+# [workspace.lints] table of Cargo.toml).
+lint: setup
+	cargo fmt --all -- --check
+	cargo clippy $(CARGO_FLAGS) --workspace --all-targets -- -D warnings
+
+# Every test: formatting and lints, the cargo tests (every binary is built
+# first: tests run the binaries of other crates too), then the fault and
+# abuse suite on the same release binaries (scripts/chaos.sh; its fuzz
+# targets need cargo-fuzz, which scripts/setup-fuzz.sh installs;
+# FUZZ_SECONDS per target, 0 skips).
 FUZZ_SECONDS ?= 20
 export FUZZ_SECONDS
-test: setup
-	cargo test $(CARGO_FLAGS) -- --test-threads=$(TEST_THREADS)
+test: setup-tests lint
+	cargo build $(CARGO_FLAGS) --workspace --bins
+	cargo test $(CARGO_FLAGS) --workspace -- --test-threads=$(TEST_THREADS)
 	scripts/setup-fuzz.sh
 	scripts/chaos.sh
 
 # The fault and abuse suite alone (`make chaos FILTER=serve/`).
-chaos: build
+chaos: build setup-tests
 	scripts/setup-fuzz.sh
 	scripts/chaos.sh $(FILTER)
 
@@ -49,8 +72,10 @@ fuzz: setup
 	scripts/setup-fuzz.sh
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
-docs:
-	cargo run $(CARGO_FLAGS) --bin arl-docs -- write
+# Man pages and completions, regenerated from the clap definitions: each
+# binary writes its own (`arl-x --generate-docs DIR`).
+docs: build
+	for t in $(TOOLS); do target/$(PROFILE_DIR)/$$t --generate-docs . || exit 1; done
 
 # The main job: a tiny model trained from scratch (SFT, then GRPO with a
 # calculator tool against arl-serve); everything lands in runs/demo/.
@@ -63,6 +88,17 @@ run: build
 
 bench: build
 	scripts/bench/io.sh
+
+# The binaries, their man pages and shell completions under PREFIX
+# (`make install PREFIX=~/.local`).
+install: build
+	install -d $(PREFIX)/bin $(PREFIX)/share/man/man1 $(PREFIX)/share/bash-completion/completions \
+		$(PREFIX)/share/zsh/site-functions $(PREFIX)/share/fish/vendor_completions.d
+	for t in $(TOOLS); do install -m 755 target/$(PROFILE_DIR)/$$t $(PREFIX)/bin/ || exit 1; done
+	install -m 644 man/*.1 $(PREFIX)/share/man/man1/
+	install -m 644 completions/bash/* $(PREFIX)/share/bash-completion/completions/
+	install -m 644 completions/zsh/* $(PREFIX)/share/zsh/site-functions/
+	install -m 644 completions/fish/* $(PREFIX)/share/fish/vendor_completions.d/
 
 clean-runs:
 	rm -rf runs/

@@ -1,33 +1,48 @@
 #!/usr/bin/env bash
 # Idempotent setup for arl on a fresh Debian machine.
 #
-#  * Debian packages the project needs (bubblewrap for the sandbox, build tools,
-#    OpenMPI for data-parallel `arl-train` (feature `mpi`), and
-#    the PostgreSQL server for the SQL environment's tests, which start their
-#    own server in a temporary directory; the package's default cluster is not used;
-#    Chromium for the web environment, driven headless over the DevTools pipe).
+#   scripts/setup.sh           what building arl and `make demo` need
+#   scripts/setup.sh --tests   ... and what only the tests and benchmarks need
+#
+#  * Debian packages. To build: a C/C++ toolchain, pkg-config, python3-venv,
+#    OpenMPI (for data-parallel `arl-train`; without it the trainer builds
+#    single-process), bubblewrap (the code sandbox) and the small tools the
+#    scripts use (bc, curl, jq). For the tests only: the PostgreSQL server (the
+#    SQL environment's tests start their own server in a temporary directory;
+#    the package's default cluster is not used) and Chromium (the web
+#    environment, driven headless over the DevTools pipe).
 #  * A Python virtualenv, cached OUTSIDE the repository, holding the PyPI wheel
-#    torch==2.13.0 (the libtorch that `tch` 0.26 links against) and the Python
-#    packages the tests and benchmarks compare against.
-#  * scripts/env.sh, sourced by the Makefile, exports the variables that wire
+#    torch==2.13.0 (the libtorch that `tch` 0.26 links against:
+#    scripts/requirements.txt) and, with --tests, the pinned packages the tests
+#    and benchmarks compare against (scripts/requirements-test.txt).
+#  * scripts/env.sh, sourced by every script, exports the variables that wire
 #    `tch` to that libtorch.
 #
 # Re-running it does nothing that is already done.
 #
 # Environment:
-#   ARL_CACHE     cache directory (default: ~/.cache/arl)
-#   ARL_NO_APT=1  skip the Debian packages
-#   ARL_NO_TORCH=1  skip torch (builds with --no-default-features need no libtorch)
+#   ARL_CACHE       cache directory (default: ~/.cache/arl)
+#   ARL_NO_APT=1    skip the Debian packages
+#   ARL_NO_TORCH=1  skip the virtualenv (the data tools need no libtorch:
+#                   `cargo build --release` builds them alone)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${ARL_CACHE:-$HOME/.cache/arl}
 venv=$cache/venv-torch-2.13.0
 mkdir -p "$cache"
 
+tests=0
+case "${1:-}" in
+  --tests) tests=1 ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
+
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 # --- Debian packages -------------------------------------------------------
-apt_pkgs=(bubblewrap pkg-config build-essential python3-venv bc curl jq openmpi-bin libopenmpi-dev postgresql chromium)
+apt_pkgs=(bubblewrap pkg-config build-essential python3-venv bc curl jq openmpi-bin libopenmpi-dev)
+[ "$tests" = 1 ] && apt_pkgs+=(postgresql chromium)
 if [ "${ARL_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${apt_pkgs[@]}"; do
@@ -41,19 +56,26 @@ if [ "${ARL_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null; then
   fi
 fi
 
-# --- Python virtualenv with torch and the test/benchmark packages ----------
-req=$here/requirements.txt
-stamp=$venv/.arl-stamp
-want=$(cat "$req" | sha256sum | cut -c1-16)
+# --- Python virtualenv -----------------------------------------------------
+# One stamp per requirements file: the test packages are added to the same
+# venv when asked for, and a changed file is installed again.
+install_reqs() {
+  local req=$1 stamp
+  stamp=$venv/.arl-stamp-$(basename "$req" .txt)
+  local want
+  want=$(cat "$here/requirements.txt" "$req" | sha256sum | cut -c1-16)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    log "installing $(basename "$req") into $venv (torch==2.13.0 takes a minute or two)"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    echo "$want" > "$stamp"
+  fi
+}
 if [ "${ARL_NO_TORCH:-0}" != 1 ]; then
   if [ ! -x "$venv/bin/python" ]; then
     log "creating virtualenv $venv"
     python3 -m venv "$venv"
   fi
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    log "installing Python packages into $venv (torch==2.13.0 takes a minute or two)"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
-    echo "$want" > "$stamp"
-  fi
+  install_reqs "$here/requirements.txt"
+  [ "$tests" = 1 ] && install_reqs "$here/requirements-test.txt"
 fi
 log "ok"

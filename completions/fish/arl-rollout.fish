@@ -26,7 +26,7 @@ complete -c arl-rollout -l stop-token-ids -d 'Stop token id (repeatable)' -r
 complete -c arl-rollout -l max-turns -d 'Most generation turns per episode' -r
 complete -c arl-rollout -l max-response-len -d 'Most response tokens per episode, tool tokens included' -r
 complete -c arl-rollout -l max-tool-output -d 'Most characters of one tool output; longer ones are cut in the middle' -r
-complete -c arl-rollout -l env-config -d 'Per-record environments (JSON): named tool sets and limits, chosen by a record\'s `metadata.env` or its `data_source` (see `arl::rollout::env`)' -r -F
+complete -c arl-rollout -l env-config -d 'Per-record environments (JSON): named tool sets and limits, chosen by a record\'s `metadata.env` or its `data_source` (see `arl_rollout::env`)' -r -F
 complete -c arl-rollout -l tools -d 'Built-in tools to offer, comma-separated: `calculator`, `python`, `sql` (queries the task\'s own database, built per episode from `metadata.sql_setup`)' -r
 complete -c arl-rollout -l tool -d 'External tool: `sh -c COMMAND` gets `{"name", "arguments"}` as JSON on stdin and answers on stdout (`{"content": …}` or plain text); repeatable' -r
 complete -c arl-rollout -l tool-spec -d 'JSON file with OpenAI tool definitions (a list) for `--tool`s, replacing their default schema (an object with any arguments)' -r -F

@@ -7,8 +7,8 @@
 //! is the content of one user message. Template errors (`raise_exception`,
 //! undefined attributes) are fine; panics and hangs are not.
 #![no_main]
-use arl::chat::ChatTemplate;
-use arl::tokenizer_build::{CHAT_TEMPLATE, COMPACT_CHAT_TEMPLATE};
+use arl_chat::template::ChatTemplate;
+use arl_chat::tokenizer_build::{CHAT_TEMPLATE, COMPACT_CHAT_TEMPLATE};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 

@@ -3,7 +3,7 @@
 //! until the end or an error; a panic, hang or runaway allocation is a bug.
 //! Each record read must survive a write/read round trip unchanged.
 #![no_main]
-use arl::Record;
+use arl_core::record::Record;
 #[path = "../common/quiet_panics.rs"]
 mod common;
 use common::quiet_panics;
@@ -12,7 +12,7 @@ use std::io::Cursor;
 
 fuzz_target!(|data: &[u8]| {
     quiet_panics();
-    let Ok(mut rd) = arl::io::RecordReader::from_reader(Box::new(Cursor::new(data.to_vec())), "fuzz") else { return };
+    let Ok(mut rd) = arl_core::io::RecordReader::from_reader(Box::new(Cursor::new(data.to_vec())), "fuzz") else { return };
     while let Ok(Some(batch)) = rd.next_batch() {
         for item in batch {
             match item {

@@ -3,7 +3,7 @@
 //! split at its first NUL byte (no NUL: the whole input is the response and
 //! its last line the label).
 #![no_main]
-use arl::reward::math::{answer_line, boxed_all, grade, normalize, strip_end_marker, MathOpts};
+use arl_math::{answer_line, boxed_all, grade, normalize, strip_end_marker, MathOpts};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

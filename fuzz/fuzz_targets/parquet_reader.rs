@@ -20,8 +20,8 @@ fuzz_target!(|data: &[u8]| {
         v.extend_from_slice(data);
         v
     };
-    let Ok(mut rd) = arl::io::RecordReader::from_reader(Box::new(Cursor::new(bytes)), "fuzz") else { return };
-    assert_eq!(rd.format(), arl::io::Format::Parquet);
+    let Ok(mut rd) = arl_core::io::RecordReader::from_reader(Box::new(Cursor::new(bytes)), "fuzz") else { return };
+    assert_eq!(rd.format(), arl_core::io::Format::Parquet);
     while let Ok(Some(batch)) = rd.next_batch() {
         for item in batch {
             match item {

@@ -1,23 +1,24 @@
-//! Model output text through both tool-call parsers: the rollout's
-//! (`rollout::episode::parse_tool_calls`) and the server's
-//! (`serve::chat::parse_tool_calls`, with and without a tool-name filter).
+//! Model output text through arl's one tool-call parser
+//! (`arl_chat::toolcall`): every call it finds, and the split into the
+//! content before the calls and the calls, as rollout, the rewards and
+//! `arl-serve`'s chat endpoint use it.
 #![no_main]
+use arl_chat::toolcall::{parse_tool_calls, split_tool_calls, Call};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let calls = arl::rollout::episode::parse_tool_calls(&text);
+    let calls = parse_tool_calls(&text);
     // Never more calls than opening tags.
     assert!(calls.len() <= text.matches("<tool_call>").count());
-
-    let (normal, calls) = arl::serve::chat::parse_tool_calls(&text, &[]);
-    assert!(normal.len() <= text.len());
     for c in &calls {
-        // Arguments come back as JSON text or the string the model gave.
-        let _ = serde_json::from_str::<serde_json::Value>(&c.arguments);
+        if let Call::Ok { arguments, .. } = c {
+            // Arguments are always a JSON object.
+            assert!(arguments.is_object());
+        }
     }
-    let names = vec!["calculator".to_string(), "python".to_string()];
-    let (_, filtered) = arl::serve::chat::parse_tool_calls(&text, &names);
-    assert!(filtered.len() <= calls.len());
-    assert!(filtered.iter().all(|c| names.contains(&c.name)));
+    let (content, split) = split_tool_calls(&text);
+    assert!(content.len() <= text.len());
+    // The split finds the same calls.
+    assert_eq!(split, calls);
 });

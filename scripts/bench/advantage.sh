@@ -16,12 +16,14 @@
 #   N=100000 RESP=512 SLIME_N=2000 scripts/bench/advantage.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The environment `make` sets (tch finds libtorch in the cached venv).
+. scripts/env.sh
 N=${N:-100000}; RESP=${RESP:-512}; SLIME_N=${SLIME_N:-2000}
 GAMMA=${GAMMA:-1.0}; LAMBDA=${LAMBDA:-0.95}
 [ "$SLIME_N" -gt "$N" ] && SLIME_N=$N
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 # These tools do not link libtorch.
-cargo build --release --quiet --no-default-features --bin arl-advantage --bin arl-inspect
+cargo build --release --quiet -p arl-advantage -p arl-inspect
 ARL=target/release/arl-advantage
 W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-adv.XXXXXX"); trap 'rm -rf "$W"' EXIT
 target/release/arl-inspect convert -q -i testdata/sample-trajectories.jsonl -o "$W/template.parquet"

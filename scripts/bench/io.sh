@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 N=${N:-20000}; RESP=${RESP:-512}; REPS=${REPS:-3}
 . scripts/env.sh
 PY=$ARL_PYTHON
-cargo build --release --quiet --bin arl-inspect
+cargo build --release --quiet -p arl-inspect
 ARL=target/release/arl-inspect
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 echo "generating $N records with $RESP response tokens ..." >&2

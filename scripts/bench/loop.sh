@@ -14,6 +14,8 @@
 # and a separate inference fleet it is the whole rollout or training time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The environment `make` sets (tch finds libtorch in the cached venv).
+. scripts/env.sh
 . experiments/demo.env
 MODEL=${MODEL:-runs/demo/ckpt/step-0}
 STEPS=${BENCH_STEPS:-10}

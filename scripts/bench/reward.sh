@@ -6,7 +6,7 @@
 #     rm_hub math utilities),
 #   * math-verify (PyPI, Hugging Face).
 # The corpus (scripts/bench/py/gen_math_corpus.py) has N responses in the
-# variety of tests/reward_math.rs, each tagged with a category and the intended
+# variety of crates/arl-reward/tests/reward_math.rs, each tagged with a category and the intended
 # verdict. arl grades all N; the baselines, which are 2-3 orders of magnitude
 # slower, grade the first BASELINE_N (set BASELINE_N=$N for all of them; that
 # takes ~30 min here). Speed is per response on one core (arl with
@@ -17,9 +17,11 @@
 # (ARL_REWARD_BIN=path uses that binary instead of building the release one.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The environment `make` sets (tch finds libtorch in the cached venv).
+. scripts/env.sh
 N=${N:-100000}; BASELINE_N=${BASELINE_N:-5000}; SEED=${SEED:-0}; REPS=${REPS:-3}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
-[ -n "${ARL_REWARD_BIN:-}" ] || cargo build --release --quiet --no-default-features --bin arl-reward
+[ -n "${ARL_REWARD_BIN:-}" ] || cargo build --release --quiet -p arl-reward
 ARL=${ARL_REWARD_BIN:-target/release/arl-reward}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 echo "generating $N responses ..." >&2

@@ -10,7 +10,9 @@
 #   N=20000 CONCURRENCY=64 OUT_TOKENS=64 ROUNDS=3 scripts/bench/rollout.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The environment `make` sets (tch finds libtorch in the cached venv).
+. scripts/env.sh
 N=${N:-10000}; CONCURRENCY=${CONCURRENCY:-64}; OUT_TOKENS=${OUT_TOKENS:-64}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
-cargo build --release --quiet --no-default-features --bin arl-rollout
+cargo build --release --quiet -p arl-rollout
 "$PY" scripts/bench/py/rollout_bench.py target/release/arl-rollout "$N" "$CONCURRENCY" "$OUT_TOKENS"

@@ -14,13 +14,15 @@
 #   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 REPEAT=10 DP=2 scripts/bench/serve.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The environment `make` sets (tch finds libtorch in the cached venv).
+. scripts/env.sh
 MODEL=${MODEL:-testdata/tiny-model}; CONC=${CONC:-64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-32}; REPEAT=${REPEAT:-10}
 DEVICE=${DEVICE:-cpu}
 if [ "$DEVICE" = cpu ]; then DP=${DP:-$(nproc)}; else DP=${DP:-1}; fi
 echo "arl-serve --dp-size $DP on $DEVICE"
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 export LIBTORCH_USE_PYTORCH=1 PATH="$(dirname "$PY"):$PATH"
-cargo build --release --quiet --bin arl-serve
+cargo build --release --quiet -p arl-serve
 W=$(mktemp -d)
 LOG="$W/serve.log"
 target/release/arl-serve --model-path "$MODEL" --port 0 --device "$DEVICE" --max-running-requests "$CONC" --dp-size "$DP" ${SERVE_ARGS:-} 2>"$LOG" &

@@ -14,11 +14,13 @@
 #   STEPS=6 BATCH=8 LEN=256 LAYERS=4 HIDDEN=256 NPROC=2 scripts/bench/train-dp.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The environment `make` sets (tch finds libtorch in the cached venv).
+. scripts/env.sh
 STEPS=${STEPS:-6}; BATCH=${BATCH:-8}; LEN=${LEN:-256}; LAYERS=${LAYERS:-4}; HIDDEN=${HIDDEN:-256}
 NPROC=${NPROC:-2}; THREADS=${THREADS:-$(nproc)}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-cargo build --release --quiet --bin arl-train
+cargo build --release --quiet -p arl-train
 ARL=target/release/arl-train
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 

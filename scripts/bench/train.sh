@@ -10,6 +10,8 @@
 #   PRECISION=amp …   # float32 weights, bf16 autocast (torch.autocast on the PyTorch side)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The environment `make` sets (tch finds libtorch in the cached venv).
+. scripts/env.sh
 STEPS=${STEPS:-12}; BATCH=${BATCH:-8}; LEN=${LEN:-256}; LAYERS=${LAYERS:-4}; HIDDEN=${HIDDEN:-256}
 DEVICE=${DEVICE:-cpu}; PRECISION=${PRECISION:-fp32}; THREADS=${THREADS:-$(nproc)}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
@@ -18,7 +20,7 @@ PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 # (300000) favours whichever side gets it by ~10% on an idle machine;
 # `GOMP_SPINCOUNT=300000 scripts/bench/train.sh` compares at that one.
 if [ -z "${GOMP_SPINCOUNT:-}" ] && [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=1000; fi
-cargo build --release --quiet --bin arl-train
+cargo build --release --quiet -p arl-train
 ARL=target/release/arl-train
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 

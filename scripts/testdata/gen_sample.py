@@ -1,5 +1,5 @@
 """Regenerates testdata/sample-trajectories.jsonl: 16 hand-shaped calculator-tool
-trajectories (4 prompts x 4 samples) in the record schema of DESIGN.md §3.
+trajectories (4 prompts x 4 samples) in the record schema of docs/DESIGN.md §3.
 Token ids are character codes (as the character-level test tokenizer would
 produce); tool turns have loss_mask 0. Run: python scripts/testdata/gen_sample.py"""
 import json, random

@@ -1,6 +1,6 @@
 """Generates the math-grading benchmark corpus: N responses with labels, each
 tagged with a category and the intended verdict (`truth`), in the variety of
-tests/reward_math.rs: boxed and `Answer:` forms, fractions, units, degrees,
+crates/arl-reward/tests/reward_math.rs: boxed and `Answer:` forms, fractions, units, degrees,
 percents, thousands separators, expressions, near misses, hedges.
 
 usage: gen_math_corpus.py N OUT.jsonl [SEED]

@@ -1,0 +1,425 @@
+//! `arl-inspect`: look at trajectory files.
+//!
+//! * `stats`: counts, statuses, rewards (overall and per `data_source`,
+//!   with pass@k / mean@k per group), response-length percentiles, token
+//!   totals and group sizes, as a table or `--json`.
+//! * `show`: one record for a human: turns, tool calls and outputs, which
+//!   spans are trained; with `--tokenizer` it decodes and marks each token.
+//! * `convert`: JSONL ↔ Parquet.
+//!
+//! Reads JSONL or Parquet (detected from content). Exit codes: see
+//! [`arl_core::cli::exit`].
+use arl_core::args::{InputArgs, OutputArgs};
+use arl_core::cli::{self, EXIT_CODES_HELP};
+use arl_core::record::Record;
+use arl_core::stats::Stats;
+use arl_chat::tokenizer::Tokenizer;
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub const TOOL: &str = "arl-inspect";
+
+/// Inspect trajectory files: statistics, one record in detail, format conversion
+#[derive(Debug, Parser)]
+#[command(name = "arl-inspect", version, after_long_help = EXIT_CODES_HELP)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    Stats(StatsArgs),
+    Show(ShowArgs),
+    Convert(ConvertArgs),
+}
+
+/// Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups
+///
+/// Rewards are summarised overall and per `data_source`; groups (records
+/// sharing a `prompt_id`) give pass@k (share of groups with at least one
+/// sample scoring `--pass-threshold` or more) and mean@k (mean over groups of
+/// the group's mean score), where k is the group size. The score of a sample
+/// is `reward_detail.score` (the verifier's verdict before shaping: format
+/// bonus, tool-call cost, overlong penalty) when present, else `reward`. Response lengths are
+/// in tokens (`len(tokens) - prompt_len`), percentiles by nearest rank.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_CODES_HELP)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Score at or above which a sample counts as solved for pass@k
+    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    pub pass_threshold: f64,
+    /// Also break the statistics down by this field: a record field
+    /// (`finish_reason`, `status`) or a path into `metadata` (`metadata.kind`,
+    /// `metadata.difficulty`); repeatable
+    #[arg(long, value_name = "FIELD")]
+    pub by: Vec<String>,
+}
+
+/// One record for a human: prompt, turns, tool calls, trained spans, reward
+///
+/// Without `--tokenizer`, the response text is shown with the loss-mask spans
+/// listed by token index. With `--tokenizer DIR`, each span is decoded and
+/// shown trained (green, or `[+ … +]` without colour) or not trained (dim,
+/// `[- … -]`); `--tokens` lists every response token with its id, mask,
+/// log-prob and advantage.
+///
+/// A web episode (browser tool calls, `arl-rollout --web`) is also shown
+/// as its actions (`→ click({"id":4})`), each followed by the page it returned.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_CODES_HELP)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Which record, counted from 0 over the input
+    #[arg(short = 'n', long, default_value_t = 0, value_name = "N")]
+    pub index: u64,
+    /// Select by `prompt_id` instead (with `--sample`)
+    #[arg(long, value_name = "ID")]
+    pub prompt_id: Option<String>,
+    /// With `--prompt-id`: the `sample_index` to show
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    pub sample: u32,
+    /// Model or tokenizer directory: decode tokens and mark each trained token
+    #[arg(long, value_name = "DIR")]
+    pub tokenizer: Option<PathBuf>,
+    /// List every response token (needs `--tokenizer`)
+    #[arg(long, requires = "tokenizer")]
+    pub tokens: bool,
+    /// Colour: `auto` (when stdout is a terminal and NO_COLOR is unset), `always`, `never`
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+    /// Print the record as pretty JSON instead
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Convert between JSONL and Parquet (lossless, unknown fields included)
+///
+/// The output format comes from `--format`, else the output's extension,
+/// else the opposite of the input's format.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_CODES_HELP)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.cmd {
+        Cmd::Stats(a) => stats(a),
+        Cmd::Show(a) => show(a),
+        Cmd::Convert(a) => convert(a),
+    }
+}
+
+fn stats(a: StatsArgs) -> Result<ExitCode> {
+    let mut inp = cli::Input::open(&a.input.spec()?)?;
+    let mut st = a.by.iter().fold(Stats::new(a.pass_threshold), |st, f| st.by(f));
+    let pb = cli::progress(a.input.quiet, None, "records");
+    while let Some(batch) = inp.next_batch()? {
+        pb.inc(batch.len() as u64);
+        for (_, r) in &batch {
+            st.push(r);
+        }
+    }
+    pb.finish_and_clear();
+    inp.finish(TOOL, 0)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&st.to_json())?)?;
+    } else {
+        write!(out, "{}", st.to_table())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn convert(a: ConvertArgs) -> Result<ExitCode> {
+    let mut output = a.output.clone();
+    if output.format.is_none() && output.output.as_ref().is_none_or(|p| p.as_os_str() == "-") {
+        // Stdout: the opposite of the first input's format.
+        let first = a.input.input.first().cloned().unwrap_or_else(|| PathBuf::from("-"));
+        if first.as_os_str() != "-" {
+            let rd = arl_core::io::RecordReader::open(&first)?;
+            output.format = Some(match rd.format() {
+                arl_core::io::Format::Jsonl => arl_core::io::Format::Parquet,
+                arl_core::io::Format::Parquet => arl_core::io::Format::Jsonl,
+            });
+        }
+    }
+    let mut inp = cli::Input::open(&a.input.spec()?)?;
+    let mut out = output.spec().open()?;
+    let pb = cli::progress(a.input.quiet, None, "records");
+    while let Some(batch) = inp.next_batch()? {
+        pb.inc(batch.len() as u64);
+        out.write_all(batch.into_iter().map(|(_, r)| r).collect())?;
+        out.flush()?;
+    }
+    pb.finish_and_clear();
+    let n = out.count();
+    out.finish().context("writing output")?;
+    inp.finish(TOOL, n)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(a: ShowArgs) -> Result<ExitCode> {
+    let mut inp = cli::Input::open(&a.input.spec()?)?;
+    let mut seen = 0u64;
+    let mut found: Option<(arl_core::io::Pos, Record)> = None;
+    'outer: while let Some(batch) = inp.next_batch()? {
+        for (pos, r) in batch {
+            let hit = match &a.prompt_id {
+                Some(id) => r.prompt_id.as_deref() == Some(id) && r.sample_index.unwrap_or(0) == a.sample,
+                None => seen == a.index,
+            };
+            seen += 1;
+            if hit {
+                found = Some((pos, r));
+                break 'outer;
+            }
+        }
+    }
+    let Some((pos, rec)) = found else {
+        let what = match &a.prompt_id {
+            Some(id) => format!("no record with prompt_id `{id}` and sample_index {}", a.sample),
+            None => format!("no record {} (the input has {seen})", a.index),
+        };
+        return Err(cli::usage(what));
+    };
+    let tok = match &a.tokenizer {
+        Some(d) => Some(Tokenizer::load(d)?),
+        None => None,
+    };
+    let color = match a.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => cli::stdout_color(),
+    };
+    let text = if a.json {
+        serde_json::to_string_pretty(&rec.to_value())? + "\n"
+    } else {
+        render(&pos, &rec, tok.as_ref(), a.tokens, color)
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Style {
+    on: bool,
+}
+
+impl Style {
+    fn wrap(&self, code: &str, s: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn head(&self, s: &str) -> String {
+        self.wrap("1", &format!("── {s} "))
+    }
+}
+
+/// Contiguous runs of equal mask values: (start, end, trained).
+pub fn mask_spans(mask: &[u8]) -> Vec<(usize, usize, bool)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=mask.len() {
+        if i == mask.len() || mask[i] != mask[start] {
+            if i > start {
+                out.push((start, i, mask[start] != 0));
+            }
+            start = i;
+        }
+    }
+    out
+}
+
+/// Renders one record as text for a terminal.
+pub fn render(pos: &arl_core::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_token: bool, color: bool) -> String {
+    let st = Style { on: color };
+    let mut s = String::new();
+    s += &st.head(&format!("record at {pos}"));
+    s += "\n";
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    s += &format!(
+        "prompt_id {}  sample {}  data_source {}\n",
+        opt(r.prompt_id.clone()),
+        opt(r.sample_index.map(|x| x.to_string())),
+        opt(r.data_source.clone())
+    );
+    s += &format!(
+        "status {}  finish {}  turns {}  tool_calls {}  reward {}\n",
+        opt(r.status.map(|x| x.to_string())),
+        opt(r.finish_reason.clone()),
+        opt(r.turns.map(|x| x.to_string())),
+        opt(r.tool_calls.map(|x| x.to_string())),
+        opt(r.reward.map(|x| format!("{x}")))
+    );
+    if let Some(w) = &r.weight_versions {
+        s += &format!("weight_versions {}\n", w.join(","));
+    }
+    if let Some(m) = &r.metadata {
+        s += &format!("metadata {}\n", serde_json::Value::Object(m.clone()));
+    }
+    if let Some(l) = &r.label {
+        s += &format!("label {l}\n");
+    }
+    if let Some(g) = r.metadata.as_ref().and_then(arl_env::arena::render::game_section) {
+        s += &st.head("arena game");
+        s += "\n";
+        s += &g;
+    }
+    if let Some(t) = r.reward_detail.as_ref().and_then(arl_env::arena::render::tournament_section) {
+        s += &st.head("arena tournament");
+        s += "\n";
+        s += &t;
+    }
+    if let Some(p) = &r.prompt {
+        s += &st.head("prompt");
+        s += "\n";
+        match arl_core::dataset::prompt_messages(p) {
+            Some(msgs) => {
+                for m in msgs {
+                    let role = m.get("role").and_then(|x| x.as_str()).unwrap_or("?");
+                    let content = m.get("content").map(|c| c.as_str().map(str::to_string).unwrap_or(c.to_string())).unwrap_or_default();
+                    s += &format!("{}: {content}\n", st.wrap("36", role));
+                }
+            }
+            None => {
+                s += p;
+                s += "\n";
+            }
+        }
+    }
+    if let Some(msgs) = r.messages.as_ref().and_then(|m| m.as_array()) {
+        s += &st.head("messages");
+        s += "\n";
+        for m in msgs {
+            let role = m.get("role").and_then(|x| x.as_str()).unwrap_or("?");
+            let content = m.get("content").map(|c| c.as_str().map(str::to_string).unwrap_or(c.to_string())).unwrap_or_default();
+            s += &format!("{}: {content}\n", st.wrap("36", role));
+            if let Some(tc) = m.get("tool_calls") {
+                s += &format!("  tool_calls: {tc}\n");
+            }
+        }
+    }
+    let resp = r.response_tokens();
+    let mask = r.loss_mask.as_deref();
+    match (resp, mask) {
+        (Some(ids), Some(mask)) if ids.len() == mask.len() => {
+            let trained = mask.iter().filter(|&&m| m != 0).count();
+            s += &st.head(&format!(
+                "response: {} tokens, {trained} trained, {} tool/environment",
+                ids.len(),
+                ids.len() - trained
+            ));
+            s += "\n";
+            for (a, b, on) in mask_spans(mask) {
+                let label = if on { "trained" } else { "not trained (tool/environment)" };
+                match tok {
+                    Some(t) => {
+                        let text = t.decode(&ids[a..b]);
+                        let body = if color {
+                            st.wrap(if on { "32" } else { "2" }, &text)
+                        } else if on {
+                            format!("[+{text}+]")
+                        } else {
+                            format!("[-{text}-]")
+                        };
+                        s += &body;
+                    }
+                    None => s += &format!("  tokens [{a}, {b}) {label}\n"),
+                }
+            }
+            if tok.is_some() {
+                s += "\n";
+            } else if let Some(text) = &r.response {
+                s += &st.head("response text");
+                s += "\n";
+                s += text;
+                s += "\n";
+            }
+            if per_token {
+                if let Some(t) = tok {
+                    s += &st.head("tokens");
+                    s += "\n";
+                    s += "      i       id mask    logprob  advantage  token\n";
+                    for (i, &id) in ids.iter().enumerate() {
+                        let lp = r.rollout_log_probs.as_ref().and_then(|v| v.get(i)).map(|x| format!("{x:10.4}")).unwrap_or(format!("{:>10}", "-"));
+                        let adv = r.advantages.as_ref().and_then(|v| v.get(i)).map(|x| format!("{x:10.4}")).unwrap_or(format!("{:>10}", "-"));
+                        let piece = format!("{:?}", t.decode(&[id]));
+                        let mark = if mask[i] != 0 { "+" } else { "-" };
+                        s += &format!("{i:7} {id:8} {mark:>4} {lp} {adv}  {piece}\n");
+                    }
+                }
+            }
+        }
+        _ => {
+            if let Some(text) = &r.response {
+                s += &st.head("response");
+                s += "\n";
+                s += text;
+                s += "\n";
+            }
+        }
+    }
+    if let Some(ep) = r.response.as_deref().and_then(arl_env::web::render_episode) {
+        s += &st.head("web episode");
+        s += "\n";
+        s += &ep;
+    }
+    if let Some(d) = &r.reward_detail {
+        s += &st.head("reward_detail");
+        s += "\n";
+        s += &serde_json::to_string_pretty(d).unwrap_or_default();
+        s += "\n";
+    }
+    if !r.extra.is_empty() {
+        s += &st.head("other fields");
+        s += "\n";
+        for (k, v) in &r.extra {
+            let mut t = v.to_string();
+            if t.len() > 200 {
+                let cut = (0..=200).rev().find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+                t.truncate(cut);
+                t += "…";
+            }
+            s += &format!("{k}: {t}\n");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans() {
+        assert_eq!(mask_spans(&[1, 1, 0, 0, 0, 1]), vec![(0, 2, true), (2, 5, false), (5, 6, true)]);
+        assert!(mask_spans(&[]).is_empty());
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    arl_core::cli::main(TOOL, run)
+}

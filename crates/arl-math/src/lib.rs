@@ -1,0 +1,308 @@
+//! The `math` reward: extract the final answer, normalise it, compare it with
+//! the label by value, and refuse hedged answers.
+//!
+//! Extraction: the last `\boxed{…}` / `\fbox{…}` (nested braces handled), else
+//! the last `Answer:` line. Normalisation follows the Hendrycks MATH
+//! `strip_string` tradition (`\dfrac`→`\frac`, `\left`/`\right`, `^\circ`,
+//! `\%`, `\text{}`, units, spaces, `x =` prefixes), then both sides are parsed
+//! as expressions: numbers and fractions compare exactly as rationals (decimals
+//! are rationals too, so `0.333` ≠ `1/3` unless `tolerance` allows it),
+//! irrational values (`\sqrt`, `\pi`) with a relative 1e-9, and expressions
+//! with variables by value at fixed random points. What does not parse is
+//! compared as a normalised string.
+//!
+//! A hedged answer scores 0: several distinct boxed answers, `or`, `\pm`, a
+//! range (`3 to 5`, `3-5`, `\le`), or a list of candidates where the label is
+//! one value. A grader that pays for hedging trains a hedger.
+use serde_json::{json, Value};
+
+mod expr;
+mod extract;
+mod normalize;
+
+use expr::{eval, num_eq, parse_expr, vars};
+pub use extract::{answer_line, boxed_all, strip_end_marker};
+use normalize::{clean, finish, hedge, top_level_split};
+pub use normalize::normalize;
+
+/// Grading settings.
+#[derive(Debug, Clone, Default)]
+pub struct MathOpts {
+    /// Relative tolerance for numeric comparison; 0 = exact for rationals.
+    pub tolerance: f64,
+}
+
+/// The verdict with everything the grader saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MathVerdict {
+    pub correct: bool,
+    pub extracted: Option<String>,
+    /// `boxed` or `answer_line`.
+    pub source: Option<&'static str>,
+    pub normalized: Option<String>,
+    pub label_normalized: String,
+    /// How the match was decided (`value`, `symbolic`, `string`, `list`), or why not.
+    pub how: &'static str,
+    pub hedge: Option<&'static str>,
+}
+
+impl MathVerdict {
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "extracted": self.extracted,
+            "normalized": self.normalized,
+            "label_normalized": self.label_normalized,
+            "match": self.how,
+        });
+        if let Some(s) = self.source {
+            v["source"] = json!(s);
+        }
+        if let Some(h) = self.hedge {
+            v["hedge"] = json!(h);
+        }
+        v
+    }
+
+    pub fn explain(&self) -> String {
+        match (&self.extracted, self.hedge) {
+            (None, _) => "no \\boxed{} or `Answer:` line found".to_string(),
+            (Some(e), Some(h)) => format!("extracted `{e}`: hedged answer ({h}) scores 0"),
+            (Some(e), None) => format!(
+                "extracted `{e}` → `{}` vs label `{}`: {} ({})",
+                self.normalized.as_deref().unwrap_or(""),
+                self.label_normalized,
+                if self.correct { "equal" } else { "different" },
+                self.how
+            ),
+        }
+    }
+}
+
+/// The contents of every `\boxed{…}` / `\fbox{…}` (also `\boxed 5`), in order.
+/// Compares two normalised single answers; returns how they matched.
+fn equal_one(a: &str, l: &str, tol: f64) -> (bool, &'static str) {
+    if a == l {
+        return (true, "string");
+    }
+    // Words (`Yes`, `odd`) are text, not products of one-letter variables.
+    let wordy = |s: &str| s.len() >= 2 && s.bytes().all(|c| c.is_ascii_alphabetic());
+    if wordy(a) || wordy(l) {
+        return (a.eq_ignore_ascii_case(l), "string");
+    }
+    match (parse_expr(a), parse_expr(l)) {
+        (Some(x), Some(y)) => {
+            let mut vs = Vec::new();
+            vars(&x, &mut vs);
+            let mut vl = Vec::new();
+            vars(&y, &mut vl);
+            if vs.is_empty() && vl.is_empty() {
+                return (num_eq(eval(&x, &[]), eval(&y, &[]), tol), "value");
+            }
+            vs.sort_unstable();
+            vl.sort_unstable();
+            if vs != vl {
+                return (false, "symbolic");
+            }
+            // Equal as functions at fixed, unremarkable points.
+            const POINTS: [f64; 3] = [0.7183, 1.4142, 2.2361];
+            for k in 0..3 {
+                let env: Vec<(char, f64)> = vs.iter().enumerate().map(|(i, c)| (*c, POINTS[(k + i) % 3] + i as f64 * 0.37)).collect();
+                let (p, q) = (eval(&x, &env).f(), eval(&y, &env).f());
+                if !(p.is_finite() && q.is_finite() && (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0)) {
+                    return (false, "symbolic");
+                }
+            }
+            (true, "symbolic")
+        }
+        _ => (a.eq_ignore_ascii_case(l), "string"),
+    }
+}
+
+fn strip_brackets(s: &str) -> (&str, bool) {
+    let b = s.as_bytes();
+    if b.len() >= 2 && matches!((b[0], b[b.len() - 1]), (b'(', b')') | (b'[', b']') | (b'{', b'}')) && top_level_split(&s[1..s.len() - 1]).len() > 1 {
+        (&s[1..s.len() - 1], true)
+    } else {
+        (s, false)
+    }
+}
+
+/// The label as text: a JSON string, a number, or a one-element list.
+pub fn label_text(label: &Value) -> Option<String> {
+    match label {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Array(a) if a.len() == 1 => label_text(&a[0]),
+        Value::Object(o) => o.get("answer").or_else(|| o.get("ground_truth")).and_then(label_text),
+        _ => None,
+    }
+}
+
+/// Grades one response against the label text.
+pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
+    let label_src = boxed_all(label).pop().unwrap_or(label);
+    let label_clean = clean(label_src);
+    let label_norm = finish(&label_clean);
+    let boxes = boxed_all(response);
+    let (extracted, source) = match boxes.last() {
+        Some(b) => (Some(*b), Some("boxed")),
+        None => (answer_line(response), answer_line(response).map(|_| "answer_line")),
+    };
+    let mut v = MathVerdict { correct: false, extracted: extracted.map(str::to_string), source, normalized: None, label_normalized: label_norm.clone(), how: "no_answer", hedge: None };
+    let Some(mut ex) = extracted else { return v };
+    // `\boxed{\boxed{4}}`: the innermost box is the answer.
+    while let Some(inner) = boxed_all(ex).pop() {
+        if inner.len() >= ex.len() {
+            break;
+        }
+        ex = inner;
+    }
+    let ans_clean = clean(ex);
+    let ans_norm = finish(&ans_clean);
+    v.normalized = Some(ans_norm.clone());
+    let (label_items, ordered) = strip_brackets(&label_norm);
+    let label_list = top_level_split(label_items);
+    let label_is_list = label_list.len() > 1;
+    if boxes.len() > 1 {
+        let mut distinct: Vec<String> = boxes.iter().map(|b| normalize(b)).collect();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() > 1 {
+            v.hedge = Some("several_boxed");
+            v.how = "hedge";
+            return v;
+        }
+    }
+    if let Some(h) = hedge(&ans_clean, &label_clean, label_is_list) {
+        v.hedge = Some(h);
+        v.how = "hedge";
+        return v;
+    }
+    if label_is_list {
+        let (a_items, _) = strip_brackets(&ans_norm);
+        let mut al: Vec<&str> = top_level_split(a_items);
+        if al.len() != label_list.len() {
+            v.how = "list";
+            return v;
+        }
+        if ordered {
+            v.correct = al.iter().zip(&label_list).all(|(a, l)| equal_one(a.trim(), l.trim(), opts.tolerance).0);
+        } else {
+            // Unordered: greedy matching is exact here since equality is transitive.
+            v.correct = label_list.iter().all(|l| {
+                match al.iter().position(|a| equal_one(a.trim(), l.trim(), opts.tolerance).0) {
+                    Some(p) => {
+                        al.swap_remove(p);
+                        true
+                    }
+                    None => false,
+                }
+            });
+        }
+        v.how = "list";
+        return v;
+    }
+    let (ok, how) = equal_one(&ans_norm, &label_norm, opts.tolerance);
+    v.correct = ok;
+    v.how = how;
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expr::isqrt;
+    use super::*;
+
+    fn g(resp: &str, label: &str) -> bool {
+        grade(resp, label, &MathOpts::default()).correct
+    }
+
+    #[test]
+    fn extraction() {
+        assert_eq!(boxed_all("a \\boxed{\\frac{1}{2}} b \\boxed{3}"), vec!["\\frac{1}{2}", "3"]);
+        assert_eq!(boxed_all("\\boxed{{a}{b}}"), vec!["{a}{b}"]);
+        assert_eq!(boxed_all("so \\boxed 5 done"), vec!["5"]);
+        assert_eq!(boxed_all("\\boxed{unclosed"), Vec::<&str>::new());
+        assert_eq!(answer_line("work\nAnswer: 42\n"), Some("42"));
+        assert_eq!(answer_line("**Answer:** 7"), Some("7"));
+        assert_eq!(answer_line("Answer: 18855<|im_end|>"), Some("18855"));
+        assert_eq!(answer_line("Answer: 5</s>"), Some("5"));
+        assert_eq!(answer_line("Answer: <|im_end|>"), None);
+    }
+
+    #[test]
+    fn equal_forms_match() {
+        let cases = [
+            ("\\boxed{\\frac{1}{2}}", "0.5"),
+            ("\\boxed{\\dfrac{1}{2}}", "\\frac12"),
+            ("\\boxed{0.50}", "1/2"),
+            ("Answer: 12 cm", "12"),
+            ("\\boxed{90^\\circ}", "90"),
+            ("\\boxed{1,000}", "1000"),
+            ("\\boxed{x = 5}", "5"),
+            ("\\boxed{\\left(1, 2\\right)}", "(1,2)"),
+            ("\\boxed{2\\sqrt{3}}", "\\sqrt{12}"),
+            ("\\boxed{\\$5.00}", "5"),
+            ("\\boxed{2x+1}", "1+2x"),
+            ("\\boxed{\\text{5 dollars}}", "5"),
+            ("\\boxed{3, 1, 2}", "1, 2, 3"),
+            ("\\boxed{50\\%}", "50"),
+            ("\\boxed{-3}", "-3"),
+        ];
+        for (r, l) in cases {
+            assert!(g(r, l), "{r} vs {l}: {:?}", grade(r, l, &MathOpts::default()));
+        }
+    }
+
+    #[test]
+    fn near_misses_and_hedges_fail() {
+        let cases = [
+            ("\\boxed{0.333}", "\\frac{1}{3}"),
+            ("\\boxed{3 \\text{ or } 4}", "3"),
+            ("\\boxed{3} or \\boxed{4}", "4"),
+            ("\\boxed{3, 4}", "3"),
+            ("\\boxed{3-5}", "4"),
+            ("\\boxed{3 \\le x \\le 5}", "4"),
+            ("\\boxed{\\pm 2}", "2"),
+            ("Answer: between 3 and 5", "4"),
+            ("\\boxed{3.14}", "\\pi"),
+            ("\\boxed{(2, 1)}", "(1,2)"),
+            ("\\boxed{2x}", "2y"),
+            ("no answer here", "5"),
+        ];
+        for (r, l) in cases {
+            assert!(!g(r, l), "{r} vs {l} should fail: {:?}", grade(r, l, &MathOpts::default()));
+        }
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/math_normalize.rs): a product equal
+    /// to i128::MIN overflowed `abs` in `gcd` (a panic with overflow checks).
+    #[test]
+    fn i128_min_product_does_not_overflow() {
+        let v = grade("\\boxed{-9223372036854775808*18446744073709551616}", "1", &MathOpts::default());
+        assert!(!v.correct);
+        assert!(g("\\boxed{-9223372036854775808*18446744073709551616}", "-170141183460469231731687303715884105728"));
+        let r = 13043817825332782212i128;
+        assert_eq!(isqrt(r * r), r);
+        assert_eq!(isqrt(i128::MAX), r);
+    }
+
+    /// Found by fuzzing: thousands of nested brackets overflowed the stack in
+    /// the recursive parser; long expressions are now compared as strings.
+    #[test]
+    fn deep_or_long_expressions_do_not_overflow_the_stack() {
+        let deep = format!("\\boxed{{{}1{}}}", "(".repeat(5000), ")".repeat(5000));
+        let long = format!("\\boxed{{{}1}}", "1+".repeat(50_000));
+        // On a small stack, as rayon and tokio workers have.
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                assert!(!g(&deep, "1"));
+                assert!(!g(&long, "50001"));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(g("\\boxed{((((2))))}", "2"));
+    }
+}

@@ -1,0 +1,16 @@
+//! The one decoder implementation shared by `arl-train` and `arl-serve`
+//! (Qwen2/Qwen2.5, Qwen3, Llama 3), on tch. Structure after candle's
+//! `qwen2.rs`/`llama.rs`: a [`ModelConfig`] with HF key names, blocks built
+//! with `new(cfg, path)` whose variable paths are the safetensors keys
+//! (`model.layers.3.self_attn.q_proj.weight`), so loading and saving are a
+//! name-for-name copy. The maths follows transformers' `modeling_qwen2.py`,
+//! `modeling_qwen3.py` and `modeling_llama.py`.
+pub mod amp;
+pub mod config;
+pub mod device;
+mod decode_attn;
+mod net;
+pub mod weights;
+
+pub use config::{Family, ModelConfig, RopeScaling};
+pub use net::{token_logprobs, KvCache, Model, SaveOptions};

@@ -1,0 +1,158 @@
+//! The libtorch engine: the shared decoder of `arl_model` (the one `arl-train`
+//! trains), with one slot of a shared KV cache per sequence and batched decode steps. Rows are
+//! `log_softmax(logits.float() / T)`, the formula `arl-train` uses to score the
+//! same tokens, so server and trainer log-probs agree.
+use super::engine::{Engine, Prefill, SeqId};
+use arl_model::{KvCache, Model};
+use anyhow::{anyhow, Context, Result};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+pub struct TchEngine {
+    model: Model,
+    cache: KvCache,
+    slots: HashMap<SeqId, usize>,
+    vocab: usize,
+    context: usize,
+    device: Device,
+}
+
+/// `auto` (CUDA when available), `cpu`, `cuda` or `cuda:N`.
+pub fn parse_device(s: &str) -> Result<Device> {
+    Ok(match s {
+        "auto" => Device::cuda_if_available(),
+        "cpu" => Device::Cpu,
+        "cuda" => Device::Cuda(0),
+        _ => match s.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
+            Some(n) => Device::Cuda(n),
+            None => anyhow::bail!("unknown device `{s}` (auto, cpu, cuda, cuda:N)"),
+        },
+    })
+}
+
+/// `auto` is float32 on CPU (exact log-probs) and the checkpoint's dtype
+/// (bfloat16 when unsaid) on CUDA.
+pub fn parse_dtype(s: &str, device: Device, model_dir: &Path) -> Result<Kind> {
+    let from_config = || {
+        let v: serde_json::Value = std::fs::read_to_string(model_dir.join("config.json")).ok().and_then(|t| serde_json::from_str(&t).ok())?;
+        let d = v.get("torch_dtype").or_else(|| v.get("dtype"))?.as_str()?.to_string();
+        Some(d)
+    };
+    Ok(match s {
+        "auto" if device == Device::Cpu => Kind::Float,
+        "auto" => match from_config().as_deref() {
+            Some("float16") => Kind::Half,
+            Some("float32") => Kind::Float,
+            _ => Kind::BFloat16,
+        },
+        "float32" | "fp32" => Kind::Float,
+        "bfloat16" | "bf16" => Kind::BFloat16,
+        "float16" | "fp16" | "half" => Kind::Half,
+        _ => anyhow::bail!("unknown dtype `{s}` (auto, float32, bfloat16, float16)"),
+    })
+}
+
+fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+        anyhow!("{what} failed: {msg}")
+    })
+}
+
+fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
+    let flat = t.to_device(Device::Cpu).contiguous().view([-1]);
+    Vec::<f32>::try_from(&flat).map_err(|e| anyhow!("copying log-probs: {e}"))
+}
+
+impl TchEngine {
+    pub fn load(dir: &Path, device: Device, kind: Kind) -> Result<TchEngine> {
+        let mut model = Model::load(dir, device, kind).with_context(|| format!("loading model `{}`", dir.display()))?;
+        model.fuse_projections();
+        let vocab = model.config.vocab_size as usize;
+        let context = model.config.max_position_embeddings as usize;
+        let cache = model.new_cache();
+        Ok(TchEngine { model, cache, slots: HashMap::new(), vocab, context, device })
+    }
+
+    /// Number of parameters of the model.
+    pub fn parameters(&self) -> i64 {
+        self.model.named_parameters().values().map(|t| t.numel() as i64).sum()
+    }
+}
+
+impl Engine for TchEngine {
+    fn vocab_size(&self) -> usize {
+        self.vocab
+    }
+    fn context_len(&self) -> usize {
+        self.context
+    }
+    fn prefill(&mut self, seq: SeqId, ids: &[u32], temperature: f32, from_row: usize) -> Result<Vec<f32>> {
+        let _g = tch::no_grad_guard();
+        let ids: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
+        let (model, cache) = (&self.model, &mut self.cache);
+        let slot = *self.slots.entry(seq).or_insert_with(|| cache.alloc());
+        let lp = guarded("prefill", || {
+            let logits = model.prefill(cache, slot, &ids);
+            let rows = logits.narrow(0, from_row as i64, (ids.len() - from_row) as i64);
+            (rows.to_kind(Kind::Float) / temperature as f64).log_softmax(-1, Kind::Float)
+        })?;
+        to_vec(&lp)
+    }
+    fn prefill_many(&mut self, items: &[Prefill<'_>]) -> Result<Vec<Vec<f32>>> {
+        let _g = tch::no_grad_guard();
+        let ids: Vec<Vec<i64>> = items.iter().map(|p| p.ids.iter().map(|&i| i as i64).collect()).collect();
+        let (model, cache, device, vocab) = (&self.model, &mut self.cache, self.device, self.vocab);
+        let slots: Vec<usize> = items.iter().map(|p| *self.slots.entry(p.seq).or_insert_with(|| cache.alloc())).collect();
+        let chunks: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+        let keep: Vec<std::ops::Range<usize>> = items.iter().map(|p| p.from_row..p.ids.len()).collect();
+        // One temperature per returned row.
+        let temps: Vec<f32> = items.iter().flat_map(|p| std::iter::repeat_n(p.temperature, p.ids.len() - p.from_row)).collect();
+        let lp = guarded("prefill", || {
+            let logits = model.extend(cache, &slots, &chunks, &keep);
+            let t = Tensor::from_slice(&temps).to_device(device).view([-1, 1]);
+            (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
+        })?;
+        let flat = to_vec(&lp)?;
+        let mut out = Vec::with_capacity(items.len());
+        let mut at = 0;
+        for p in items {
+            let n = (p.ids.len() - p.from_row) * vocab;
+            out.push(flat[at..at + n].to_vec());
+            at += n;
+        }
+        Ok(out)
+    }
+    fn decode(&mut self, seqs: &[SeqId], last: &[u32], temperatures: &[f32]) -> Result<Vec<f32>> {
+        let _g = tch::no_grad_guard();
+        let slots: Vec<usize> = seqs
+            .iter()
+            .map(|s| self.slots.get(s).copied().ok_or_else(|| anyhow!("no KV cache for sequence {s}")))
+            .collect::<Result<_>>()?;
+        let last: Vec<i64> = last.iter().map(|&i| i as i64).collect();
+        let (model, cache, device) = (&self.model, &mut self.cache, self.device);
+        let lp = guarded("decode step", || {
+            let logits = model.decode_step(cache, &slots, &last);
+            // (Greedy and T = 1 batches skip the division: one op less per step.)
+            if temperatures.iter().all(|&t| t == 1.0) {
+                return logits.log_softmax(-1, Kind::Float);
+            }
+            let t = Tensor::from_slice(temperatures).to_device(device).view([-1, 1]);
+            (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
+        })?;
+        to_vec(&lp)
+    }
+    fn release(&mut self, seq: SeqId) {
+        if let Some(slot) = self.slots.remove(&seq) {
+            self.cache.free(slot);
+        }
+    }
+    fn reload(&mut self, dir: &Path) -> Result<()> {
+        arl_core::model_dir::check_checkpoint(dir)?;
+        let model = &mut self.model;
+        guarded("reload", || model.reload(dir))??;
+        Ok(())
+    }
+}

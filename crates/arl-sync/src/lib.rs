@@ -1,0 +1,219 @@
+//! Weight sync: push a checkpoint to a fleet of SGLang-compatible servers
+//! (`arl-serve` or SGLang itself) through `/update_weights_from_disk`, then
+//! prove each one serves it (`/get_model_info` reports the new
+//! `weight_version`, `/health_generate` answers). A trainer that believes a
+//! server is on step N when it is not produces silently off-policy data, so
+//! every server gets its own verdict and any failure makes the run fail.
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What `arl-sync` does, independent of the command line.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// Path sent to the servers as `model_path` (absolute).
+    pub model_path: String,
+    pub weight_version: String,
+    pub abort_running: bool,
+    /// Bound on the `/update_weights_from_disk` call (loading can be slow).
+    pub update_timeout: Duration,
+    /// Bound on each verification call and on connecting.
+    pub verify_timeout: Duration,
+    pub api_key: Option<String>,
+}
+
+/// One server's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerResult {
+    pub url: String,
+    pub ok: bool,
+    /// The step that failed (`update`, `verify`, `health`), or `done`.
+    pub stage: String,
+    pub message: String,
+    /// The version the server reported after the update, when it answered.
+    pub weight_version: Option<String>,
+    pub seconds: f64,
+}
+
+/// Normalises an endpoint: adds `http://` when no scheme is given, drops a trailing `/`.
+pub fn normalize_url(u: &str) -> String {
+    let u = u.trim().trim_end_matches('/');
+    if u.contains("://") {
+        u.to_string()
+    } else {
+        format!("http://{u}")
+    }
+}
+
+
+fn client(timeout: Duration, connect: Duration) -> Result<reqwest::blocking::Client> {
+    arl_http::client::blocking_builder()
+        .timeout(timeout)
+        .connect_timeout(connect)
+        .build()
+        .context("building HTTP client")
+}
+
+fn with_key(rb: reqwest::blocking::RequestBuilder, key: &Option<String>) -> reqwest::blocking::RequestBuilder {
+    match key {
+        Some(k) => rb.bearer_auth(k),
+        None => rb,
+    }
+}
+
+/// Worker URLs behind an sgl-router: `GET /workers` (router ≥ 0.2.2,
+/// `{"workers":[{"url":…}]}`), falling back to the legacy `GET /list_workers`
+/// (`{"urls":[…]}`).
+pub fn discover_workers(router: &str, api_key: &Option<String>, timeout: Duration) -> Result<Vec<String>> {
+    let router = normalize_url(router);
+    let c = client(timeout, timeout)?;
+    let mut errors = Vec::new();
+    match with_key(c.get(format!("{router}/workers")), api_key).send() {
+        Ok(r) if r.status().is_success() => {
+            let v: Value = r.json().context("`GET /workers`: invalid JSON")?;
+            if let Some(ws) = v.get("workers").and_then(Value::as_array) {
+                let urls: Vec<String> = ws
+                    .iter()
+                    .filter(|w| w.get("worker_type").and_then(Value::as_str).is_none_or(|t| t != "prefill"))
+                    .filter_map(|w| w.get("url").and_then(Value::as_str).map(normalize_url))
+                    .collect();
+                return Ok(urls);
+            }
+            errors.push("`GET /workers` answered without a `workers` list".to_string());
+        }
+        Ok(r) => errors.push(format!("`GET /workers` answered HTTP {}", r.status().as_u16())),
+        Err(e) => errors.push(format!("`GET /workers`: {e}")),
+    }
+    match with_key(c.get(format!("{router}/list_workers")), api_key).send() {
+        Ok(r) if r.status().is_success() => {
+            let v: Value = r.json().context("`GET /list_workers`: invalid JSON")?;
+            let urls = v
+                .get("urls")
+                .and_then(Value::as_array)
+                .context("`GET /list_workers` answered without a `urls` list")?;
+            Ok(urls.iter().filter_map(Value::as_str).map(normalize_url).collect())
+        }
+        Ok(r) => {
+            errors.push(format!("`GET /list_workers` answered HTTP {}", r.status().as_u16()));
+            bail!("cannot list the workers of router `{router}`: {}", errors.join("; "))
+        }
+        Err(e) => {
+            errors.push(format!("`GET /list_workers`: {e}"));
+            bail!("cannot list the workers of router `{router}`: {}", errors.join("; "))
+        }
+    }
+}
+
+use arl_http::client::why;
+
+/// Updates and verifies one server.
+pub fn sync_one(url: &str, opts: &SyncOptions) -> ServerResult {
+    let t0 = Instant::now();
+    let url = normalize_url(url);
+    let fail = |stage: &str, message: String, version: Option<String>| ServerResult {
+        url: url.clone(),
+        ok: false,
+        stage: stage.into(),
+        message,
+        weight_version: version,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    let update = match client(opts.update_timeout, opts.verify_timeout) {
+        Ok(c) => c,
+        Err(e) => return fail("update", format!("{e:#}"), None),
+    };
+    let body = json!({
+        "model_path": opts.model_path,
+        "weight_version": opts.weight_version,
+        "abort_all_requests": opts.abort_running,
+    });
+    let resp = with_key(update.post(format!("{url}/update_weights_from_disk")).json(&body), &opts.api_key).send();
+    let resp = match resp {
+        Ok(r) => r,
+        Err(e) => return fail("update", why(&e), None),
+    };
+    let status = resp.status();
+    let text = resp.text().unwrap_or_default();
+    let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let success = v.get("success").and_then(Value::as_bool);
+    if !status.is_success() || success != Some(true) {
+        let msg = v
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_else(|| text.chars().take(300).collect());
+        return fail("update", format!("HTTP {}: {msg}", status.as_u16()), None);
+    }
+    let verify = match client(opts.verify_timeout, opts.verify_timeout) {
+        Ok(c) => c,
+        Err(e) => return fail("verify", format!("{e:#}"), None),
+    };
+    let info = match with_key(verify.get(format!("{url}/get_model_info")), &opts.api_key).send() {
+        Ok(r) if r.status().is_success() => r.json::<Value>().unwrap_or(Value::Null),
+        Ok(r) => return fail("verify", format!("`/get_model_info` answered HTTP {}", r.status().as_u16()), None),
+        Err(e) => return fail("verify", why(&e), None),
+    };
+    let version = info.get("weight_version").and_then(Value::as_str).map(str::to_string);
+    if version.as_deref() != Some(opts.weight_version.as_str()) {
+        let shown = version.clone().unwrap_or_else(|| "none".into());
+        return fail(
+            "verify",
+            format!("server reports weight_version `{shown}`, expected `{}`", opts.weight_version),
+            version,
+        );
+    }
+    match with_key(verify.get(format!("{url}/health_generate")), &opts.api_key).send() {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => return fail("health", format!("`/health_generate` answered HTTP {}", r.status().as_u16()), version),
+        Err(e) => return fail("health", why(&e), version),
+    }
+    ServerResult {
+        url,
+        ok: true,
+        stage: "done".into(),
+        message: format!("serving weight_version `{}`", opts.weight_version),
+        weight_version: version,
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Syncs every server in parallel (one thread each); results in input order.
+pub fn sync_all(urls: &[String], opts: &SyncOptions) -> Vec<ServerResult> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = urls.iter().map(|u| s.spawn(move || sync_one(u, opts))).collect();
+        handles
+            .into_iter()
+            .zip(urls)
+            .map(|(h, u)| {
+                h.join().unwrap_or_else(|_| ServerResult {
+                    url: normalize_url(u),
+                    ok: false,
+                    stage: "update".into(),
+                    message: "internal error: worker thread panicked".into(),
+                    weight_version: None,
+                    seconds: 0.0,
+                })
+            })
+            .collect()
+    })
+}
+
+/// Absolute form of the checkpoint path, the way servers on the same machine need it.
+pub fn absolute(dir: &Path) -> PathBuf {
+    dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+
+    #[test]
+    fn urls() {
+        assert_eq!(normalize_url("127.0.0.1:30000/"), "http://127.0.0.1:30000");
+        assert_eq!(normalize_url("https://h:1"), "https://h:1");
+    }
+}

@@ -1,0 +1,223 @@
+//! `arl-tasks`: procedurally generated, verifiable prompt records.
+use arl_core::args::OutputArgs;
+use arl_core::cli::{self, EXIT_CODES_HELP};
+use arl_core::rng::{mix, Rng};
+use arl_tasks::{self as tasks, arith::ArithOpts, difficulty::Band, MAX_LEVEL};
+use anyhow::{Context, Result};
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub const TOOL: &str = "arl-tasks";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Family {
+    /// Integer arithmetic (`What is 347*29?`, `Answer: N`); large instances need the calculator tool
+    Arith,
+    /// Single-turn problems (equations, fractions, percents, areas, gcd) answered in `\boxed{}`
+    Math,
+    /// Small Python functions to write; hidden unit tests in the label
+    Code,
+    /// Questions over a generated shop database (schema in the prompt, data in
+    /// `metadata.sql_setup`), answered with an SQL query; gold query in the label
+    Sql,
+    /// Goals in the shop API of `arl-env` (order, cancel, restock); initial
+    /// state in `metadata.api_setup`, the goal state in the label
+    Api,
+    /// Board-game starting positions for `arl-rollout --arena` (`--game`):
+    /// level L opens with L-1 random moves (`metadata.opening`); no label,
+    /// the game's result is the verdict (`arl-reward --rm game`)
+    Arena,
+    /// Goals on the web task site of `arl-env` (a sign-up form, search and
+    /// pick, a multi-page checkout), reached with the browser tools of
+    /// `arl-rollout --web`; the site's initial state in `metadata.web_setup`,
+    /// what it must record in the label
+    Web,
+}
+
+impl Family {
+    fn name(self) -> &'static str {
+        match self {
+            Family::Arith => "arith",
+            Family::Math => "math",
+            Family::Code => "code",
+            Family::Sql => "sql",
+            Family::Api => "api",
+            Family::Arena => "arena",
+            Family::Web => "web",
+        }
+    }
+}
+
+/// Generate verifiable tasks as prompt records, seeded and reproducible
+///
+/// Each record has `prompt_id` (`<family>-s<seed>-<index>`), `data_source`
+/// (the family, which `arl-reward --rm auto` maps to its verifier: arith and
+/// math → math, code → code, sql → sql, api → api, web → web), `prompt`, `label` and `metadata.difficulty`
+/// (1–10). The same flags always give the same records.
+///
+/// `--difficulty auto --history FILE…` reads earlier scored trajectories,
+/// computes the accuracy of the most recent level, and moves one level up
+/// when it is at or above `--band-high`, down when at or below `--band-low`.
+///
+/// `--with-solutions` adds the reference solution: `response` is the final
+/// answer as a model would write it, `messages` the whole demonstration
+/// (for arith, a calculator call in the Qwen `<tool_call>` form, the `tool`
+/// result, then `Answer: N`; for sql, an `sql` tool call with the gold query,
+/// its rows, then the query in a ```sql block; for api, the calls that reach
+/// the goal with the service's answers, and `response` holds those calls so
+/// `arl-reward --rm api` can replay them; for web, the browser calls that
+/// reach the goal (element numbers as the site's pages give them), which
+/// `arl-reward --rm web` replays in a headless browser).
+#[derive(Debug, Parser)]
+#[command(name = "arl-tasks", version, after_long_help = EXIT_CODES_HELP)]
+pub struct Args {
+    /// Task family
+    #[arg(value_enum)]
+    pub family: Family,
+
+    /// Number of tasks
+    #[arg(short = 'n', long, default_value_t = 100, value_name = "N")]
+    pub count: u64,
+
+    /// Seed; task i depends only on (family, seed, i, level)
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+
+    /// First task index (to continue a sequence)
+    #[arg(long, default_value_t = 0, value_name = "I")]
+    pub start: u64,
+
+    /// Level 1–10, or `auto` (needs `--history`)
+    #[arg(long, default_value = "1", value_name = "N|auto")]
+    pub difficulty: String,
+
+    /// Earlier scored trajectory files (JSONL or Parquet) for `--difficulty auto`
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub history: Vec<PathBuf>,
+
+    /// auto: move down at or below this accuracy
+    #[arg(long, default_value_t = 0.2, value_name = "ACC")]
+    pub band_low: f64,
+
+    /// auto: move up at or above this accuracy
+    #[arg(long, default_value_t = 0.8, value_name = "ACC")]
+    pub band_high: f64,
+
+    /// auto: scored samples the current level needs before it moves
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub min_samples: u64,
+
+    /// Add the reference solution (`response`, `messages`)
+    #[arg(long)]
+    pub with_solutions: bool,
+
+    /// arith: share of demonstrations that skip the calculator and guess a
+    /// plausible wrong number (`metadata.noisy`), for noisy SFT data; with
+    /// `--mixed`, of the hard problems only
+    #[arg(long, default_value_t = 0.0, value_name = "P", help_heading = "arith")]
+    pub noise: f64,
+
+    /// arith: half easy problems (levels 1..=`--easy-level`, answered without
+    /// the tool in solutions), half hard ones (the level, at least 5);
+    /// `metadata.kind`
+    #[arg(long, help_heading = "arith")]
+    pub mixed: bool,
+
+    /// arith with `--mixed`: highest level counted easy. Level 1 (the 81
+    /// one-digit sums) is what a small model learns by heart, so that
+    /// answering without the tool is really the better choice there
+    #[arg(long, default_value_t = 1, value_name = "L", value_parser = clap::value_parser!(u32).range(1..=2), help_heading = "arith")]
+    pub easy_level: u32,
+
+    /// arith with `--mixed`: share of easy demonstrations that call the
+    /// calculator anyway (SFT data for a policy that over-uses the tool)
+    #[arg(long, default_value_t = 0.0, value_name = "R", help_heading = "arith")]
+    pub easy_tool_rate: f64,
+
+    /// arith: cost per tool call, written to `metadata.tool_cost`;
+    /// `arl-reward` subtracts cost × `tool_calls` from the reward
+    #[arg(long, value_name = "C", help_heading = "arith")]
+    pub tool_cost: Option<f64>,
+
+    /// arena: the game (`tictactoe`: 3x3, three in a row; `connect4`: 7x6, four in a row)
+    #[arg(long, value_parser = ["tictactoe", "connect4"], default_value = "tictactoe", value_name = "GAME", help_heading = "arena")]
+    pub game: String,
+
+    /// No summary on stderr
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    if !(0.0..=1.0).contains(&a.noise) || !(0.0..=1.0).contains(&a.easy_tool_rate) {
+        return Err(cli::usage("`--noise` and `--easy-tool-rate` must be between 0 and 1"));
+    }
+    if a.family != Family::Arith && (a.noise > 0.0 || a.mixed || a.tool_cost.is_some()) {
+        return Err(cli::usage("`--noise`, `--mixed` and `--tool-cost` apply to `arith` only"));
+    }
+    if a.family == Family::Arena && a.with_solutions {
+        return Err(cli::usage("`arena` tasks have no reference solution (the game's result is the verdict)"));
+    }
+    let level = if a.difficulty == "auto" {
+        if a.history.is_empty() {
+            return Err(cli::hint(cli::usage("`--difficulty auto` needs `--history FILE…`"), "pass the scored trajectories of earlier steps"));
+        }
+        let (acc, last) = tasks::difficulty::accuracy_by_level(&a.history, a.family.name())?;
+        let band = Band { low: a.band_low, high: a.band_high, min_samples: a.min_samples };
+        let (l, why) = tasks::difficulty::next_level(&acc, last, band, MAX_LEVEL);
+        if !a.quiet {
+            eprintln!("{TOOL}: difficulty {l}: {why}");
+        }
+        l
+    } else {
+        let l: u32 = a.difficulty.parse().map_err(|_| cli::usage(format!("`--difficulty {}`: expected 1–{MAX_LEVEL} or `auto`", a.difficulty)))?;
+        if !(1..=MAX_LEVEL).contains(&l) {
+            return Err(cli::usage(format!("`--difficulty {l}`: levels are 1–{MAX_LEVEL}")));
+        }
+        l
+    };
+    let fam = a.family.name();
+    let fam_key = mix(&[fam.len() as u64, fam.bytes().fold(0u64, |h, b| h.wrapping_mul(131).wrapping_add(b as u64))]);
+    if a.easy_level != 1 && !a.mixed {
+        return Err(cli::usage("`--easy-level` needs `--mixed`"));
+    }
+    if a.easy_tool_rate > 0.0 && !a.mixed {
+        return Err(cli::usage("`--easy-tool-rate` needs `--mixed`"));
+    }
+    let aopts = ArithOpts { noise: a.noise, mixed: a.mixed, tool_cost: a.tool_cost, easy_tool_rate: a.easy_tool_rate, easy_level: a.easy_level };
+    let mut out = a.output.spec().open()?;
+    for i in a.start..a.start + a.count {
+        let mut rng = Rng::new(mix(&[fam_key, a.seed, i, level as u64]));
+        let (task, lvl) = match a.family {
+            Family::Arith => tasks::arith::generate(&mut rng, level, &aopts),
+            Family::Math => (tasks::math::generate(&mut rng, level), level),
+            Family::Code => (tasks::code::generate(&mut rng, level), level),
+            Family::Sql => (tasks::sql::generate(&mut rng, level), level),
+            Family::Api => (tasks::api::generate(&mut rng, level), level),
+            Family::Arena => {
+                let g = arl_env::arena::game::Game::parse(&a.game).ok_or_else(|| cli::usage(format!("`--game {}`: unknown game", a.game)))?;
+                (tasks::arena::generate(&mut rng, level, g), level)
+            }
+            Family::Web => (tasks::web::generate(&mut rng, level), level),
+        };
+        if a.family == Family::Arena {
+            let id = format!("{}-s{}-{i}", a.game, a.seed);
+            let mut r = task.into_record(fam, id, lvl, false);
+            r.data_source = Some(a.game.clone());
+            out.write_owned(r)?;
+            continue;
+        }
+        let id = format!("{fam}-s{}-{i}", a.seed);
+        out.write_owned(task.into_record(fam, id, lvl, a.with_solutions))?;
+    }
+    out.finish().context("writing output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> std::process::ExitCode {
+    arl_core::cli::main(TOOL, run)
+}

@@ -1,0 +1,133 @@
+//! Micro-batches on the device, shared by the policy trainer and the critic:
+//! right-padded ids and attention masks, per-response-token lists aligned to
+//! next-token positions, and scoring samples under a model (old-policy and
+//! reference log-probs, `arl-train logprobs`).
+use super::{pack, Sample};
+use arl_dist::Collective;
+use arl_model::{token_logprobs, Model};
+use tch::{Device, Tensor};
+
+/// ids and attention mask [B, T] of right-padded samples, and T (at least 2).
+pub(crate) fn padded(samples: &[&Sample], device: Device) -> (Tensor, Tensor, usize) {
+    let t = samples.iter().map(|s| s.tokens.len()).max().unwrap_or(1).max(2);
+    let b = samples.len();
+    let mut ids = vec![0i64; b * t];
+    let mut attn = vec![0i64; b * t];
+    for (i, s) in samples.iter().enumerate() {
+        ids[i * t..i * t + s.tokens.len()].copy_from_slice(&s.tokens);
+        attn[i * t..i * t + s.tokens.len()].iter_mut().for_each(|x| *x = 1);
+    }
+    let shape = [b as i64, t as i64];
+    (Tensor::from_slice(&ids).view(shape).to_device(device), Tensor::from_slice(&attn).view(shape).to_device(device), t)
+}
+
+/// A per-response-token list of every sample as a response-aligned [B, T−1]
+/// tensor (position p predicts token p+1; 0 at prompt and padding
+/// positions), or `None` when a sample has no such list.
+pub(crate) fn aligned(
+    samples: &[&Sample],
+    t: usize,
+    device: Device,
+    get: impl Fn(&Sample) -> Option<&[f32]>,
+) -> Option<Tensor> {
+    let mut out = vec![0f32; samples.len() * (t - 1)];
+    for (b, s) in samples.iter().enumerate() {
+        let v = get(s)?;
+        let base = b * (t - 1) + s.prompt_len - 1;
+        out[base..base + v.len()].copy_from_slice(v);
+    }
+    Some(Tensor::from_slice(&out).view([samples.len() as i64, t as i64 - 1]).to_device(device))
+}
+
+/// A padded micro-batch of the policy trainer on the device; response-aligned
+/// tensors are [B, T−1].
+pub(crate) struct Batch {
+    pub ids: Tensor,
+    pub attn: Tensor,
+    pub mask: Tensor,
+    pub adv: Tensor,
+    /// The old policy's log-probs: recomputed, else the rollout's.
+    pub old: Option<Tensor>,
+    pub rollout: Option<Tensor>,
+    pub reference: Option<Tensor>,
+    /// Non-pad tokens, for tokens/s.
+    pub tokens: usize,
+    pub t: usize,
+}
+
+impl Batch {
+    pub(crate) fn new(samples: &[&Sample], device: Device) -> Batch {
+        let (ids, attn, t) = padded(samples, device);
+        let list = |get: fn(&Sample) -> Option<&[f32]>| aligned(samples, t, device, get);
+        Batch {
+            ids,
+            attn,
+            mask: list(|s| Some(&s.loss_mask)).expect("always present"),
+            adv: list(|s| Some(&s.advantages)).expect("always present"),
+            old: list(|s| s.old_log_probs.as_deref().or(s.rollout_log_probs.as_deref())),
+            rollout: list(|s| s.rollout_log_probs.as_deref()),
+            reference: list(|s| s.ref_log_probs.as_deref()),
+            tokens: samples.iter().map(|s| s.tokens.len()).sum(),
+            t,
+        }
+    }
+}
+
+/// Log-probs [B, T−1] of each next token.
+pub(crate) fn batch_logprobs(model: &Model, batch: &Batch, temperature: f64) -> Tensor {
+    let t = batch.t as i64;
+    let logits = model.forward(&batch.ids, Some(&batch.attn)).narrow(1, 0, t - 1);
+    token_logprobs(&logits, &batch.ids.narrow(1, 1, t - 1), temperature)
+}
+
+/// Response-token log-probs of every sample under `model` (no gradient).
+pub(crate) fn score(model: &Model, samples: &[&Sample], budget: usize, temperature: f64) -> Vec<Vec<f32>> {
+    let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+    let order: Vec<usize> = (0..samples.len()).collect();
+    let mut out = vec![vec![]; samples.len()];
+    tch::no_grad(|| {
+        for mb in pack(&order, &lens, budget) {
+            let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
+            let batch = Batch::new(&group, model.device());
+            let lp = batch_logprobs(model, &batch, temperature);
+            let lp = lp.to_device(Device::Cpu);
+            for (b, &i) in mb.iter().enumerate() {
+                let s = samples[i];
+                let row = lp.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
+                out[i] = Vec::<f32>::try_from(&row).unwrap_or_default();
+            }
+        }
+    });
+    out
+}
+
+/// [`score`] with the samples split among the ranks of `comm`; every rank
+/// gets every sample's log-probs (each rank fills its own, zeros elsewhere,
+/// then one all-reduce sums them: exact).
+pub(crate) fn score_shared(
+    model: &Model,
+    samples: &[&Sample],
+    budget: usize,
+    temperature: f64,
+    comm: &dyn Collective,
+) -> Vec<Vec<f32>> {
+    if comm.size() == 1 {
+        return score(model, samples, budget, temperature);
+    }
+    let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+    let all: Vec<usize> = (0..samples.len()).collect();
+    let mine = arl_dist::shard(&all, &lens, comm.size()).swap_remove(comm.rank());
+    let group: Vec<&Sample> = mine.iter().map(|&i| samples[i]).collect();
+    let lps = score(model, &group, budget, temperature);
+    let mut offsets = Vec::with_capacity(samples.len() + 1);
+    offsets.push(0);
+    for s in samples {
+        offsets.push(offsets.last().unwrap() + s.response_len());
+    }
+    let mut flat = vec![0f32; *offsets.last().unwrap()];
+    for (&i, lp) in mine.iter().zip(lps) {
+        flat[offsets[i]..offsets[i] + lp.len()].copy_from_slice(&lp);
+    }
+    comm.all_reduce_sum_f32(&mut flat, "all-reduce of the scored log-probs");
+    (0..samples.len()).map(|i| flat[offsets[i]..offsets[i + 1]].to_vec()).collect()
+}

@@ -1,0 +1,259 @@
+//! PPO's learned critic: the policy's decoder (`model::Model`) with a scalar
+//! value head, `value_head.weight` [1, hidden] and `value_head.bias` [1],
+//! reading the last hidden state after the final norm. A critic checkpoint is
+//! a Hugging Face model directory like the policy's, with those two tensors
+//! added and `"arl_critic": {…}` in its config.json (an inference server
+//! refuses it: it has tensors a decoder does not).
+//!
+//! A policy checkpoint is also accepted wherever a critic is: the critic
+//! starts from the policy's weights with a zero value head (V ≡ 0 until it is
+//! trained), so `arl-train values` and `arl-train --train-critic` given the
+//! same policy directory see the same critic, with no seed involved.
+//!
+//! Values are response-aligned like log-probs: the value of response token i
+//! is read at the position that predicts it (`prompt_len − 1 + i`), i.e. the
+//! value of the state before the token was generated. `arl-advantage
+//! --estimator gae` takes δ_i = r_i + γ V_{i+1} − V_i with V after the last
+//! token 0 and the reward on the last token.
+use super::batch::{aligned, padded};
+use super::checkpoint;
+use super::optim::{AdamW, AdamWConfig};
+use super::value_loss::{explained_variance, value_loss};
+use super::{pack, Sample};
+use crate::config::{CriticConfig, ScoreConfig, TOOL};
+use arl_model::{Model, ModelConfig, SaveOptions};
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use tch::nn::Init;
+use tch::{Device, Kind, Tensor};
+
+/// The config.json key that marks a critic checkpoint.
+pub const MARKER: &str = "arl_critic";
+/// The value head's tensor prefix.
+pub const HEAD: &str = "value_head";
+
+pub struct Critic {
+    pub model: Model,
+    w: Tensor,
+    b: Tensor,
+}
+
+/// Whether `dir`'s config.json marks a critic.
+pub fn is_critic(dir: &Path) -> Result<bool> {
+    Ok(ModelConfig::from_file(&dir.join("config.json"))?.extra.contains_key(MARKER))
+}
+
+impl Critic {
+    /// Loads a critic checkpoint, or starts one from a policy checkpoint
+    /// (zero value head). Loading is as strict as the policy's.
+    pub fn load(dir: &Path, device: Device, kind: Kind) -> Result<Critic> {
+        let critic = is_critic(dir)?;
+        let mut model = if critic {
+            let config = ModelConfig::from_file(&dir.join("config.json"))?;
+            tch::no_grad(|| Model::new(config, device, kind))?
+        } else {
+            Model::load(dir, device, kind)?
+        };
+        let hidden = model.config.hidden_size as i64;
+        let (w, b) = tch::no_grad(|| {
+            let root = model.vs.root();
+            let p = &root / HEAD;
+            (p.var("weight", &[1, hidden], Init::Const(0.0)), p.var("bias", &[1], Init::Const(0.0)))
+        });
+        if kind != Kind::Float {
+            model.vs.set_kind(kind);
+        }
+        if critic {
+            model.reload(dir).with_context(|| format!("loading the critic `{}`", dir.display()))?;
+        } else {
+            model.config.extra.insert(
+                MARKER.into(),
+                json!({"value_head": ["value_head.weight", "value_head.bias"], "initialised_from": dir.display().to_string()}),
+            );
+        }
+        Ok(Critic { model, w, b })
+    }
+
+    /// Values [B, T] (float32) of every position of `ids` [B, T] (right padding).
+    pub fn values(&self, ids: &Tensor, attn: &Tensor) -> Tensor {
+        let h = self.model.features(ids, Some(attn));
+        h.linear(&self.w, Some(&self.b)).squeeze_dim(-1).to_kind(Kind::Float)
+    }
+
+    /// Writes the critic (weights, marked config, tokenizer files of
+    /// `tokenizer_dir`) to `dest` atomically; `extra` may add files.
+    pub fn save(
+        &self,
+        dest: &Path,
+        opts: &SaveOptions,
+        tokenizer_dir: &Path,
+        extra: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()> {
+        checkpoint::save(&self.model, dest, opts, tokenizer_dir, extra)
+    }
+
+    /// Response-token values of every sample (no gradient), one per response token.
+    pub fn score(&self, samples: &[&Sample], budget: usize) -> Vec<Vec<f32>> {
+        let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+        let order: Vec<usize> = (0..samples.len()).collect();
+        let mut out = vec![vec![]; samples.len()];
+        tch::no_grad(|| {
+            for mb in pack(&order, &lens, budget) {
+                let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
+                let (ids, attn, _) = padded(&group, self.model.device());
+                let v = self.values(&ids, &attn).to_device(Device::Cpu);
+                for (b, &i) in mb.iter().enumerate() {
+                    let s = samples[i];
+                    let row = v.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
+                    out[i] = Vec::<f32>::try_from(&row).unwrap_or_default();
+                }
+            }
+        });
+        out
+    }
+}
+
+/// What `--train-critic` reads from a record: `returns`, and `values` (V_old)
+/// when values are clipped. `Err` names the missing field.
+pub fn check_sample(s: &Sample, value_clip: Option<f64>) -> Result<(), String> {
+    if s.returns.is_none() {
+        return Err("field `returns`: missing; `--train-critic` needs them (run `arl-advantage --estimator gae`)".into());
+    }
+    if s.values.is_none() && value_clip.is_some() {
+        return Err(
+            "field `values`: missing; `--value-clip` needs the values the rollout was scored with (`arl-train values`)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CriticState {
+    step: u64,
+}
+
+/// `--train-critic`: the critic, its own AdamW, and one value-loss step per
+/// policy step on the same global batch.
+pub struct CriticTrainer {
+    critic: Critic,
+    opt: AdamW,
+    lr: f64,
+    clip: Option<f64>,
+    clip_grad: f64,
+    budget: usize,
+    dest: PathBuf,
+}
+
+impl CriticTrainer {
+    /// Loads `--critic` (default: the policy `model_dir`); continues its
+    /// AdamW moments when it is a critic checkpoint with trainer state.
+    pub fn new(
+        a: &CriticConfig,
+        model_dir: &Path,
+        opt_cfg: AdamWConfig,
+        clip_grad: f64,
+        budget: usize,
+        device: Device,
+        kind: Kind,
+    ) -> Result<CriticTrainer> {
+        let src = a.critic.clone().unwrap_or_else(|| model_dir.to_path_buf());
+        let dest = a.save.clone().context("`--train-critic` needs `--critic-save DIR`")?;
+        let critic = Critic::load(&src, device, kind)?;
+        let mut opt = AdamW::new(critic.model.named_parameters(), opt_cfg);
+        let state = src.join("trainer_state").join("critic.json");
+        if is_critic(&src)? && state.exists() {
+            let text = std::fs::read_to_string(&state).with_context(|| format!("reading `{}`", state.display()))?;
+            let st: CriticState = serde_json::from_str(&text).with_context(|| format!("`{}`", state.display()))?;
+            opt.load(&src.join("trainer_state").join("optimizer.safetensors"), st.step)?;
+        }
+        Ok(CriticTrainer { critic, opt, lr: a.lr, clip: a.value_clip, clip_grad, budget, dest })
+    }
+
+    /// One critic optimizer step on the samples `chunk`, token-mean of the
+    /// value loss over their trainable tokens. Returns the step's metrics:
+    /// `value_loss` (before the update), `value_clipfrac`,
+    /// `value_explained_var` (of the records' `values`, i.e. the critic the
+    /// rollout was scored with, against `returns`), `value_mean`,
+    /// `return_mean`, `value_grad_norm`, `critic_lr`.
+    pub fn step(&mut self, samples: &[Sample], chunk: &[usize], lens: &[usize]) -> Result<Value> {
+        let device = self.critic.model.device();
+        let tokens: f64 = chunk.iter().map(|&i| samples[i].loss_mask.iter().map(|&x| f64::from(x)).sum::<f64>()).sum();
+        let denom = tokens.max(1.0);
+        let (mut loss_sum, mut clip_sum, mut v_sum) = (0.0, 0.0, 0.0);
+        self.opt.zero_grad();
+        let mut by_len = chunk.to_vec();
+        by_len.sort_by_key(|&i| lens[i]);
+        for mb in pack(&by_len, lens, self.budget) {
+            let group: Vec<&Sample> = mb.iter().map(|&i| &samples[i]).collect();
+            let (ids, attn, t) = padded(&group, device);
+            let mask = aligned(&group, t, device, |s| Some(&s.loss_mask)).expect("always present");
+            let ret = aligned(&group, t, device, |s| s.returns.as_deref()).expect("checked by check_sample");
+            let v = self.critic.values(&ids, &attn).narrow(1, 0, t as i64 - 1);
+            let old = match self.clip {
+                Some(_) => aligned(&group, t, device, |s| s.values.as_deref()).expect("checked by check_sample"),
+                None => v.detach(),
+            };
+            let (loss, clipped) = value_loss(&v, &old, &ret, self.clip);
+            let masked = &loss * &mask;
+            loss_sum += masked.detach().sum(Kind::Float).double_value(&[]);
+            clip_sum += (&clipped * &mask).sum(Kind::Float).double_value(&[]);
+            v_sum += (v.detach() * &mask).sum(Kind::Float).double_value(&[]);
+            (masked.sum(Kind::Float) / denom).backward();
+        }
+        let norm = self.opt.clip_grad_norm(self.clip_grad);
+        if norm.is_finite() {
+            self.opt.step(self.lr);
+        } else {
+            arl_core::cli::warn(TOOL, format!("critic gradient norm is {norm}; step skipped"));
+            self.opt.step += 1;
+        }
+        let (mut vs, mut rs, mut ms) = (vec![], vec![], vec![]);
+        for &i in chunk {
+            let s = &samples[i];
+            if let (Some(v), Some(r)) = (&s.values, &s.returns) {
+                vs.extend_from_slice(v);
+                rs.extend_from_slice(r);
+                ms.extend_from_slice(&s.loss_mask);
+            }
+        }
+        let ret_sum: f64 = chunk
+            .iter()
+            .map(|&i| {
+                let s = &samples[i];
+                let r = s.returns.as_deref().unwrap_or(&[]);
+                r.iter().zip(&s.loss_mask).map(|(&r, &m)| f64::from(r) * f64::from(m)).sum::<f64>()
+            })
+            .sum();
+        Ok(json!({
+            "value_loss": loss_sum / denom,
+            "value_clipfrac": clip_sum / denom,
+            "value_explained_var": explained_variance(&vs, &rs, &ms),
+            "value_mean": v_sum / denom,
+            "return_mean": ret_sum / denom,
+            "value_grad_norm": norm,
+            "critic_lr": self.lr,
+        }))
+    }
+
+    /// Writes the critic and its optimizer state to `--critic-save` atomically.
+    pub fn save(&self, opts: &SaveOptions, tokenizer_dir: &Path) -> Result<()> {
+        let state = CriticState { step: self.opt.step };
+        self.critic.save(&self.dest, opts, tokenizer_dir, |dir| {
+            let sdir = dir.join("trainer_state");
+            std::fs::create_dir_all(&sdir)?;
+            self.opt.save(&sdir.join("optimizer.safetensors"))?;
+            std::fs::write(sdir.join("critic.json"), serde_json::to_string_pretty(&state)? + "\n")?;
+            Ok(())
+        })
+    }
+}
+
+/// `arl-train values`: writes `values` into every record, streaming.
+pub fn values(a: &ScoreConfig) -> Result<std::process::ExitCode> {
+    let device = a.device.resolve(None)?;
+    super::run::set_threads(a.threads);
+    let critic = Critic::load(&a.model, device, Kind::Float)?;
+    super::run::annotate(&a.input, &a.output, |refs| critic.score(refs, a.max_tokens_per_micro_batch), |r, v| r.values = Some(v))
+}

@@ -1,0 +1,487 @@
+//! The training run of `arl-train` (one process, or one rank of a
+//! data-parallel job): load and check the records, prepare the old-policy and
+//! reference log-probs, resume, then step through the epochs, writing metrics
+//! and atomic checkpoints; and `arl-train init` and `logprobs`. The step
+//! itself is in `step`, batching in `batch`, the resume state in `checkpoint`.
+use super::batch::{score, score_shared};
+use super::checkpoint::{self, plan_fingerprint, InputPosition, TrainerState};
+use super::critic::CriticTrainer;
+use super::optim::{lr_at, AdamW, AdamWConfig};
+use super::step::train_step;
+use super::{sample_of, Need, Sample};
+use crate::config::{InitConfig, LossKind, Precision, ScoreConfig, TrainConfig, TOOL};
+use anyhow::{Context, Result};
+use arl_chat::template::ChatTemplate;
+use arl_chat::tokenizer::Tokenizer;
+use arl_core::cli::{self, Input, InputSpec, OutputSpec};
+use arl_core::record::Record;
+use arl_dist::{grads::GradSync, Collective};
+use arl_model::{amp::AmpDtype, weights, Model, ModelConfig, SaveOptions};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+use tch::{Device, Kind};
+
+pub fn set_threads(n: usize) {
+    let n = if n == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { n };
+    tch::set_num_threads(n as i32);
+}
+
+fn peak_rss_bytes() -> u64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
+        u.ru_maxrss as u64 * 1024
+    } else {
+        0
+    }
+}
+
+struct Loaded {
+    samples: Vec<Sample>,
+    records: usize,
+}
+
+fn load_samples(
+    args: &TrainConfig,
+    input: &InputSpec,
+    tok: Option<&(Tokenizer, ChatTemplate)>,
+) -> Result<(Loaded, Input)> {
+    let mut inp = Input::open(input)?;
+    let need = if args.loss == LossKind::Sft { Need::Sft } else { Need::Rl };
+    let mut samples = vec![];
+    let mut records = 0;
+    for (pos, r) in inp.read_all()? {
+        records += 1;
+        let res = if r.tokens.is_none() && r.messages.is_some() && need == Need::Sft {
+            sample_of_messages(&r, tok)
+        } else {
+            sample_of(&r, need)
+        };
+        // PPO's critic reads `returns` (and `values`) too.
+        let res = res.and_then(|s| match args.critic.train {
+            true => super::critic::check_sample(&s, args.critic.value_clip).map(|()| s),
+            false => Ok(s),
+        });
+        match res {
+            Ok(s) => samples.push(s),
+            Err(why) => inp.reject(&pos, &r, why)?,
+        }
+    }
+    Ok((Loaded { samples, records }, inp))
+}
+
+fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, ChatTemplate)>) -> Result<Sample, String> {
+    let (tok, renderer) = tok.ok_or("field `messages`: the model has no tokenizer to render them")?;
+    let msgs =
+        r.messages.as_ref().and_then(Value::as_array).ok_or("field `messages`: expected a list of chat messages")?;
+    let tools = r.metadata.as_ref().and_then(|m| m.get("tools")).and_then(Value::as_array).map(Vec::as_slice);
+    let rd = super::chat_render::tokenize(renderer, tok, msgs, tools).map_err(|e| format!("field `messages`: {e:#}"))?;
+    let first = rd.trained.iter().position(|&x| x).ok_or("field `messages`: no assistant tokens")?.max(1);
+    Ok(Sample {
+        tokens: rd.ids.iter().map(|&t| i64::from(t)).collect(),
+        prompt_len: first,
+        loss_mask: rd.trained[first..].iter().map(|&x| if x { 1.0 } else { 0.0 }).collect(),
+        advantages: vec![0.0; rd.ids.len() - first],
+        rollout_log_probs: None,
+        ref_log_probs: None,
+        old_log_probs: None,
+        values: None,
+        returns: None,
+    })
+}
+
+/// `arl-train`'s training run, as one process or as one rank of a
+/// data-parallel job (under `mpirun`): an error on any rank ends the job.
+pub fn train(args: &TrainConfig) -> Result<ExitCode> {
+    let comm = arl_dist::connect(args.nproc, args.collective_timeout, TOOL)?;
+    if comm.size() == 1 {
+        return train_on(args, &*comm);
+    }
+    match train_on(args, &*comm) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            cli::report(&format!("{TOOL} (rank {})", comm.rank()), &e);
+            comm.abort(i32::from(cli::exit_code_of(&e)))
+        }
+    }
+}
+
+/// This rank's device and libtorch threads (the ranks of one machine share
+/// its cores), and the dtype the weights train in.
+fn placement(args: &TrainConfig, world: usize) -> Result<(Device, Kind)> {
+    let placement = arl_dist::mpirun_placement().filter(|_| world > 1);
+    // `cuda` is one GPU per rank of this machine.
+    let device = args.device.resolve(placement.map(|p| p.local_rank))?;
+    match placement {
+        Some(p) if args.threads == 0 => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            set_threads((cores / p.local_size.max(1)).max(1))
+        }
+        _ => set_threads(args.threads),
+    }
+    let kind = match (args.precision, device) {
+        (Precision::Bf16, _) | (Precision::Auto, Device::Cuda(_)) => Kind::BFloat16,
+        _ => Kind::Float,
+    };
+    Ok((device, kind))
+}
+
+/// The model's tokenizer and chat template, to render `messages` for SFT.
+fn tokenizer_of(model_dir: &std::path::Path) -> Result<Option<(Tokenizer, ChatTemplate)>> {
+    if !model_dir.join("tokenizer.json").exists() {
+        return Ok(None);
+    }
+    let t = Tokenizer::load(model_dir)?;
+    Ok(ChatTemplate::from_tokenizer(&t).ok().map(|r| (t, r)))
+}
+
+/// Fills in the reference log-probs (`--kl-loss-coef` over records without
+/// `ref_log_probs`) and the old policy's (`--recompute-old-logprobs`, before
+/// any update), the ranks sharing the scoring; and checks that every record
+/// has what the RL loss reads.
+fn prepare_log_probs(
+    args: &TrainConfig,
+    model: &Model,
+    samples: &mut [Sample],
+    comm: &dyn Collective,
+    amp: Option<AmpDtype>,
+) -> Result<()> {
+    let budget = args.max_tokens_per_micro_batch;
+    if args.kl_loss_coef != 0.0 && samples.iter().any(|s| s.ref_log_probs.is_none()) {
+        let Some(ref_dir) = &args.ref_model else {
+            return Err(cli::hint(
+                cli::usage("`--kl-loss-coef` needs `ref_log_probs` in every record or `--ref-model DIR`"),
+                "add `--ref-model` (the initial policy), or run `arl-train logprobs --model REF` first",
+            ));
+        };
+        let mut reference = Model::load(ref_dir, model.device(), model.kind())?;
+        reference.set_amp(amp)?;
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let lps = score_shared(&reference, &refs, budget, args.temperature, comm);
+        for (s, lp) in samples.iter_mut().zip(lps) {
+            s.ref_log_probs = Some(lp);
+        }
+    }
+    if args.recompute_old_logprobs {
+        let all: Vec<&Sample> = samples.iter().collect();
+        let lps = score_shared(model, &all, budget, args.temperature, comm);
+        for (s, lp) in samples.iter_mut().zip(lps) {
+            s.old_log_probs = Some(lp);
+        }
+    } else if samples.iter().any(|s| s.rollout_log_probs.is_none()) {
+        return Err(cli::hint(
+            cli::data("a record has no `rollout_log_probs` to use as the old policy"),
+            "add `--recompute-old-logprobs`",
+        ));
+    }
+    if args.tis_clip.is_some() && samples.iter().any(|s| s.rollout_log_probs.is_none()) {
+        return Err(cli::data("`--tis-clip` needs `rollout_log_probs` in every record"));
+    }
+    Ok(())
+}
+
+/// The batches of a run: `gbs` samples a step, and where it starts (step 0,
+/// or with `--resume` the checkpoint's step and, over the same input a
+/// mid-run checkpoint was saved from, the batches already trained).
+struct Plan {
+    samples: usize,
+    gbs: usize,
+    steps_per_epoch: u64,
+    fingerprint: String,
+    start_step: u64,
+    /// (epoch, batches of it) already trained.
+    skip: Option<(u64, u64)>,
+    /// Steps this run trains.
+    steps: u64,
+    decay_steps: u64,
+}
+
+impl Plan {
+    /// Plans the run; with `--resume`, loads the optimizer state into `opt`.
+    fn new(args: &TrainConfig, samples: &[Sample], opt: &mut AdamW, announce: bool) -> Result<Plan> {
+        let n = samples.len();
+        let gbs = args.global_batch_size.unwrap_or(n).min(n);
+        let steps_per_epoch = n.div_ceil(gbs) as u64;
+        let all = steps_per_epoch * args.epochs;
+        let fingerprint = plan_fingerprint(samples, gbs, args.epochs, args.shuffle, args.seed);
+        let (mut start_step, mut skip, mut resumed_decay) = (0, None, None);
+        if args.resume {
+            let st = TrainerState::resume(&args.model, opt)?;
+            start_step = st.step;
+            if let Some(pos) = st.input.filter(|p| p.fingerprint == fingerprint && !p.complete) {
+                if announce {
+                    eprintln!(
+                        "{TOOL}: resuming the same input at epoch {}, batch {} (step {}); {} of {all} batches done",
+                        pos.epoch + 1,
+                        pos.batches + 1,
+                        st.step + 1,
+                        pos.epoch * steps_per_epoch + pos.batches,
+                    );
+                }
+                skip = Some((pos.epoch, pos.batches));
+                resumed_decay = Some(st.lr_decay_steps);
+            }
+        }
+        let done_before = skip.map_or(0, |(e, b)| e * steps_per_epoch + b);
+        let steps = all - done_before.min(all);
+        let decay_steps = args.lr_decay_steps.or(resumed_decay).unwrap_or(start_step + steps);
+        Ok(Plan { samples: n, gbs, steps_per_epoch, fingerprint, start_step, skip, steps, decay_steps })
+    }
+
+    /// Whether batch `b` of `epoch` was trained before the resumed checkpoint.
+    fn skipped(&self, epoch: u64, b: u64) -> bool {
+        self.skip.is_some_and(|(e, k)| epoch < e || (epoch == e && b < k))
+    }
+
+    /// The input position to record in a checkpoint.
+    fn position(&self, epoch: u64, batches: u64, complete: bool) -> InputPosition {
+        InputPosition { fingerprint: self.fingerprint.clone(), samples: self.samples, epoch, batches, complete }
+    }
+}
+
+/// Writes checkpoints (`--save`): rank 0 writes, the other ranks wait for it.
+struct Saver<'a> {
+    args: &'a TrainConfig,
+    comm: &'a dyn Collective,
+    opts: SaveOptions,
+    decay_steps: u64,
+}
+
+impl Saver<'_> {
+    fn save(&self, model: &Model, opt: &AdamW, step: u64, pos: InputPosition) -> Result<()> {
+        let args = self.args;
+        let Some(dest) = &args.save else { return Ok(()) };
+        if self.comm.rank() == 0 {
+            let state = TrainerState {
+                step,
+                lr: args.lr,
+                min_lr: args.min_lr,
+                lr_warmup_steps: args.lr_warmup_steps,
+                lr_decay_steps: self.decay_steps,
+                lr_schedule: args.lr_schedule,
+                seed: args.seed,
+                input: Some(pos),
+            };
+            checkpoint::save(model, dest, &self.opts, &args.model, |dir| state.write(dir, opt))?;
+            if args.keep_last > 0 {
+                checkpoint::prune(dest, args.keep_last)?;
+            }
+        }
+        self.comm.barrier("wait for rank 0 to write the checkpoint");
+        Ok(())
+    }
+}
+
+/// `--metrics FILE`, opened for appending on rank 0.
+fn open_metrics(args: &TrainConfig, rank: usize) -> Result<Option<std::fs::File>> {
+    let Some(p) = args.metrics.as_ref().filter(|_| rank == 0) else { return Ok(None) };
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .with_context(|| format!("cannot open metrics file `{}`", p.display()))?;
+    Ok(Some(f))
+}
+
+fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
+    let (rank, world) = (comm.rank(), comm.size());
+    let (device, kind) = placement(args, world)?;
+    tch::manual_seed(args.seed as i64);
+    let tok = tokenizer_of(&args.model)?;
+    // Under a launcher only rank 0 has stdin: it shares what it read.
+    let (input, _input_copy) = arl_dist::shared_input(comm, &args.input)?;
+    let (loaded, inp) = load_samples(args, &input, tok.as_ref())?;
+    let mut samples = loaded.samples;
+    if samples.is_empty() {
+        inp.finish(TOOL, 0)?;
+        return Err(cli::data(format!("no trainable records ({} read)", loaded.records)));
+    }
+    let mut model = Model::load(&args.model, device, kind)?;
+    // `--precision amp`: float32 weights, forwards under bf16 autocast.
+    let amp = matches!(args.precision, Precision::Amp).then_some(AmpDtype::Bf16);
+    model.set_amp(amp)?;
+    // Every rank starts from rank 0's weights; gradients are summed in buckets.
+    let sync = (world > 1).then(|| {
+        let bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(1.0) as usize;
+        let s = GradSync::new(model.named_parameters().into_values().collect(), bytes);
+        s.broadcast_params(comm);
+        s
+    });
+    if args.loss == LossKind::Rl {
+        prepare_log_probs(args, &model, &mut samples, comm, amp)?;
+    }
+    let adam = AdamWConfig {
+        beta1: args.adam_beta1,
+        beta2: args.adam_beta2,
+        eps: args.adam_eps,
+        weight_decay: args.weight_decay,
+    };
+    // PPO's critic (`--train-critic`): its own AdamW, one step per policy step
+    // on the same global batch, saved before the policy.
+    let mut critic = match args.critic.train {
+        true => Some(CriticTrainer::new(
+            &args.critic,
+            &args.model,
+            adam,
+            args.clip_grad,
+            args.max_tokens_per_micro_batch,
+            device,
+            kind,
+        )?),
+        false => None,
+    };
+    let mut opt = AdamW::new(model.named_parameters(), adam);
+    let plan = Plan::new(args, &samples, &mut opt, rank == 0 && !args.input.quiet)?;
+    let save_kind = match args.save_dtype {
+        None => model.config.dtype_name().map(weights::parse_kind).transpose()?.unwrap_or(Kind::Float),
+        Some(k) => k,
+    };
+    let saver = Saver {
+        args,
+        comm,
+        opts: SaveOptions { kind: save_kind, max_shard_bytes: args.max_shard_bytes },
+        decay_steps: plan.decay_steps,
+    };
+    let mut metrics = open_metrics(args, rank)?;
+    let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+    let pb = cli::progress(args.input.quiet || rank != 0, Some(plan.steps), "steps");
+    if let Some(s) = &sync {
+        s.define_grads();
+    }
+    let mut rng = arl_core::rng::Rng::new(args.seed);
+    let mut step = plan.start_step;
+    let mut end = plan.position(args.epochs, 0, true);
+    'epochs: for epoch in 0..args.epochs {
+        // Shuffled every epoch, skipped ones too, so a resumed run sees the
+        // order the interrupted one would have.
+        let mut order: Vec<usize> = (0..samples.len()).collect();
+        if args.shuffle {
+            rng.shuffle(&mut order);
+        }
+        for (b, chunk) in order.chunks(plan.gbs).enumerate() {
+            if plan.skipped(epoch, b as u64) {
+                continue;
+            }
+            let t0 = Instant::now();
+            let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, plan.decay_steps, args.lr_schedule);
+            // This rank's token-balanced share of the global batch.
+            let mine = arl_dist::shard(chunk, &lens, world).swap_remove(rank);
+            let dp = sync.as_ref().map(|s| (comm, s));
+            let (grad_norm, s) = train_step(&mut model, &mut opt, args, &samples, &mine, &lens, lr, dp)?;
+            step += 1;
+            let secs = t0.elapsed().as_secs_f64();
+            let tk = s.tokens.max(1.0);
+            let mut m = json!({
+                "step": step, "epoch": epoch, "samples": chunk.len(), "tokens": s.all_tokens,
+                "trained_tokens": s.tokens, "loss": s.loss / tk, "lr": lr, "grad_norm": grad_norm,
+                "entropy": s.entropy / tk, "tokens_per_s": s.all_tokens as f64 / secs, "step_time_s": secs,
+                "peak_rss_bytes": peak_rss_bytes(), "world_size": world,
+            });
+            s.add_metrics(&mut m, args, world);
+            if let Some(c) = critic.as_mut() {
+                for (k, v) in c.step(&samples, chunk, &lens)?.as_object().expect("object") {
+                    m[k] = v.clone();
+                }
+            }
+            if let Some(f) = metrics.as_mut() {
+                writeln!(f, "{m}").context("writing metrics")?;
+                f.flush()?;
+            }
+            pb.inc(1);
+            pb.set_message(format!("loss {:.4}", s.loss / tk));
+            let (e, k) = if b + 1 == plan.steps_per_epoch as usize { (epoch + 1, 0) } else { (epoch, b as u64 + 1) };
+            let last = step == plan.start_step + plan.steps;
+            if args.max_steps.is_some_and(|m| step - plan.start_step >= m) && !last {
+                end = plan.position(e, k, false);
+                break 'epochs;
+            }
+            if args.save_interval > 0 && step % args.save_interval == 0 && !last {
+                saver.save(&model, &opt, step, plan.position(e, k, false))?;
+            }
+        }
+    }
+    pb.finish_and_clear();
+    if let Some(c) = &critic {
+        c.save(&saver.opts, &args.model)?;
+    }
+    saver.save(&model, &opt, step, end)?;
+    inp.finish(TOOL, 0)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn init(a: &InitConfig) -> Result<ExitCode> {
+    let mut cfg = ModelConfig::from_file(&a.config)?;
+    let tok = Tokenizer::load(&a.tokenizer)?;
+    let need = tok.inner.get_vocab_size(true);
+    if cfg.vocab_size < need {
+        return Err(cli::usage(format!("vocab_size {} is smaller than the tokenizer's {need} tokens", cfg.vocab_size)));
+    }
+    let id = |key: &str| tok.config_str(key).and_then(|t| tok.token_to_id(&t)).map(|i| Value::from(i as u64));
+    if cfg.eos_token_id.is_none() {
+        cfg.eos_token_id = id("eos_token");
+    }
+    if cfg.pad_token_id.is_none() {
+        cfg.pad_token_id = id("pad_token");
+    }
+    if cfg.bos_token_id.is_none() {
+        cfg.bos_token_id = id("bos_token");
+    }
+    let kind = a.dtype;
+    if cfg.dtype_name().is_none() {
+        cfg.torch_dtype = Some(weights::kind_name(kind).to_string());
+    }
+    tch::manual_seed(a.seed as i64);
+    let model = tch::no_grad(|| Model::new(cfg, Device::Cpu, Kind::Float))?;
+    checkpoint::save(&model, &a.out, &SaveOptions { kind, ..Default::default() }, &tok.dir, |_| Ok(()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn logprobs(a: &ScoreConfig) -> Result<ExitCode> {
+    let device = a.device.resolve(None)?;
+    set_threads(a.threads);
+    let model = Model::load(&a.model, device, Kind::Float)?;
+    annotate(&a.input, &a.output, |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature), |r, lp| {
+        r.ref_log_probs = Some(lp)
+    })
+}
+
+/// The streaming body of `arl-train logprobs` and `arl-train values`: reads
+/// records batch by batch, rejects those that cannot be scored, computes one
+/// number per response token for the rest (`compute`) and stores it (`put`).
+pub(crate) fn annotate(
+    input: &InputSpec,
+    output: &OutputSpec,
+    mut compute: impl FnMut(&[&Sample]) -> Vec<Vec<f32>>,
+    put: impl Fn(&mut arl_core::record::Record, Vec<f32>),
+) -> Result<ExitCode> {
+    let mut inp = Input::open(input)?;
+    let mut out = output.open()?;
+    let pb = cli::progress(input.quiet, None, "records");
+    while let Some(batch) = inp.next_batch()? {
+        let mut keep = vec![];
+        let mut samples = vec![];
+        for (pos, r) in batch {
+            match sample_of(&r, Need::Score) {
+                Ok(s) => {
+                    samples.push(s);
+                    keep.push(r);
+                }
+                Err(why) => inp.reject(&pos, &r, why)?,
+            }
+        }
+        let refs: Vec<&Sample> = samples.iter().collect();
+        for (mut r, x) in keep.into_iter().zip(compute(&refs)) {
+            put(&mut r, x);
+            out.write_owned(r)?;
+            pb.inc(1);
+        }
+        out.flush()?;
+    }
+    pb.finish_and_clear();
+    let written = out.count();
+    out.finish().context("writing output")?;
+    inp.finish(TOOL, written)?;
+    Ok(ExitCode::SUCCESS)
+}
