@@ -37,7 +37,9 @@ fuzz_target!(|data: &[u8]| {
                 None => None,
             };
             let r = match o.remove("results") {
-                Some(Value::Array(r)) => r.into_iter().map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string())).collect(),
+                Some(Value::Array(r)) => {
+                    r.into_iter().map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string())).collect()
+                }
                 _ => Vec::new(),
             };
             (m, t, r)

@@ -12,7 +12,9 @@ use std::io::Cursor;
 
 fuzz_target!(|data: &[u8]| {
     quiet_panics();
-    let Ok(mut rd) = arl_core::io::RecordReader::from_reader(Box::new(Cursor::new(data.to_vec())), "fuzz") else { return };
+    let Ok(mut rd) = arl_core::io::RecordReader::from_reader(Box::new(Cursor::new(data.to_vec())), "fuzz") else {
+        return;
+    };
     while let Ok(Some(batch)) = rd.next_batch() {
         for item in batch {
             match item {

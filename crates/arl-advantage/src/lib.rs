@@ -464,9 +464,12 @@ mod tests {
             let binary = rng.bool(0.5);
             let r: Vec<f64> =
                 (0..n).map(|_| if binary { rng.below(2) as f64 } else { rng.f64() * 10.0 - 5.0 }).collect();
-            for (name, a) in
-                [("grpo", grpo(&r, false)), ("drgrpo", grpo(&r, true)), ("rloo", rloo(&r)), ("rpp-b", group_mean_baseline(&r))]
-            {
+            for (name, a) in [
+                ("grpo", grpo(&r, false)),
+                ("drgrpo", grpo(&r, true)),
+                ("rloo", rloo(&r)),
+                ("rpp-b", group_mean_baseline(&r)),
+            ] {
                 let s: f64 = a.iter().sum();
                 let scale = a.iter().map(|x| x.abs()).fold(1.0, f64::max);
                 assert!(s.abs() <= 1e-9 * scale * n as f64, "{name} {r:?} → {a:?} sums to {s}");
@@ -516,7 +519,12 @@ mod tests {
             gae(&r, &v, gamma, lambda, &mut a);
             ChunkedGae::new(gamma, lambda, chunk).run(&r, &v, gamma, &mut b);
             for i in 0..n {
-                assert!((a[i] - b[i]).abs() <= 1e-5 * (1.0 + a[i].abs()), "n {n} chunk {chunk} i {i}: {} vs {}", a[i], b[i]);
+                assert!(
+                    (a[i] - b[i]).abs() <= 1e-5 * (1.0 + a[i].abs()),
+                    "n {n} chunk {chunk} i {i}: {} vs {}",
+                    a[i],
+                    b[i]
+                );
             }
         }
     }

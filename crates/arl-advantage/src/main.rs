@@ -5,13 +5,13 @@
 //! `loss_mask` is 0) and every other field unchanged. The maths lives in
 //! [`arl_advantage`]; grouping by `prompt_id` in [`arl_core::group`].
 //! Exit codes: see [`arl_core::cli::exit`].
+use anyhow::{Context, Result};
 use arl_advantage::{self as adv, ChunkedGae, KlEstimator, MaskedMoments};
 use arl_core::args::{InputArgs, OutputArgs};
 use arl_core::cli::{self, EXIT_CODES_HELP};
 use arl_core::group::{Group, Grouper};
 use arl_core::io::Pos;
 use arl_core::record::Record;
-use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use rayon::prelude::*;
 use std::process::ExitCode;
@@ -176,14 +176,20 @@ pub struct Config {
 impl Config {
     pub fn from_args(a: &Args) -> Result<Config> {
         if !(0.0..=1.0).contains(&a.gamma) || !(0.0..=1.0).contains(&a.lambda) {
-            return Err(cli::usage(format!("`--gamma` and `--lambda` must be in [0, 1], got {} and {}", a.gamma, a.lambda)));
+            return Err(cli::usage(format!(
+                "`--gamma` and `--lambda` must be in [0, 1], got {} and {}",
+                a.gamma, a.lambda
+            )));
         }
         if !a.kl_coef.is_finite() {
             return Err(cli::usage("`--kl-coef` must be a finite number"));
         }
         if a.kl_coef != 0.0 && !a.estimator.uses_kl() {
             return Err(cli::hint(
-                cli::usage(format!("`--kl-coef` shapes the reward of reinforce++, reinforce++-baseline and gae, not `{}`", a.estimator.name())),
+                cli::usage(format!(
+                    "`--kl-coef` shapes the reward of reinforce++, reinforce++-baseline and gae, not `{}`",
+                    a.estimator.name()
+                )),
                 "with grpo/rloo, put KL in the loss: `arl-train --kl-loss-coef`",
             ));
         }
@@ -191,7 +197,10 @@ impl Config {
             return Err(cli::usage("`--no-std` only applies to `--estimator grpo`"));
         }
         if a.group_size.is_some() && !a.estimator.grouped() {
-            return Err(cli::usage(format!("`--group-size` applies to group estimators (grpo, rloo, reinforce++-baseline), not `{}`", a.estimator.name())));
+            return Err(cli::usage(format!(
+                "`--group-size` applies to group estimators (grpo, rloo, reinforce++-baseline), not `{}`",
+                a.estimator.name()
+            )));
         }
         if a.group_size == Some(0) || a.chunk == 0 {
             return Err(cli::usage("`--group-size` and `--chunk` must be at least 1"));
@@ -224,7 +233,10 @@ impl Config {
                 return Some(format!("field `prompt_id`: missing; `{}` forms groups by it", self.estimator.name()));
             }
             if r.sample_index.is_none() {
-                return Some(format!("field `sample_index`: missing; `{}` needs it to tell a group's samples apart", self.estimator.name()));
+                return Some(format!(
+                    "field `sample_index`: missing; `{}` needs it to tell a group's samples apart",
+                    self.estimator.name()
+                ));
             }
         }
         if self.kl_coef != 0.0 {
@@ -252,14 +264,29 @@ impl Config {
                 r.advantages = Some(a);
             }
             Estimator::ReinforcePpBaseline => {
-                adv::kl_penalty(self.kl_estimator, self.kl_coef, r.rollout_log_probs.as_deref(), r.ref_log_probs.as_deref(), &mask, scratch);
-                let a: Vec<f32> = scratch.iter().zip(&mask).map(|(p, &m)| if m != 0 { scalar + p } else { 0.0 }).collect();
+                adv::kl_penalty(
+                    self.kl_estimator,
+                    self.kl_coef,
+                    r.rollout_log_probs.as_deref(),
+                    r.ref_log_probs.as_deref(),
+                    &mask,
+                    scratch,
+                );
+                let a: Vec<f32> =
+                    scratch.iter().zip(&mask).map(|(p, &m)| if m != 0 { scalar + p } else { 0.0 }).collect();
                 r.returns = Some(a.clone());
                 r.advantages = Some(a);
             }
             Estimator::ReinforcePp => {
                 let mut g = Vec::new();
-                adv::kl_penalty(self.kl_estimator, self.kl_coef, r.rollout_log_probs.as_deref(), r.ref_log_probs.as_deref(), &mask, &mut g);
+                adv::kl_penalty(
+                    self.kl_estimator,
+                    self.kl_coef,
+                    r.rollout_log_probs.as_deref(),
+                    r.ref_log_probs.as_deref(),
+                    &mask,
+                    &mut g,
+                );
                 adv::reinforce_pp_returns(&mut g, &mask, reward, self.gamma);
                 adv::apply_mask(&mut g, &mask);
                 r.advantages = Some(g.clone());
@@ -278,7 +305,14 @@ impl Config {
                 let (mut a, mut ret) = (reuse(r.advantages.take()), reuse(r.returns.take()));
                 let kl = self.kl_coef != 0.0 && r.rollout_log_probs.is_some() && r.ref_log_probs.is_some();
                 if kl {
-                    adv::kl_penalty(self.kl_estimator, self.kl_coef, r.rollout_log_probs.as_deref(), r.ref_log_probs.as_deref(), &mask, scratch);
+                    adv::kl_penalty(
+                        self.kl_estimator,
+                        self.kl_coef,
+                        r.rollout_log_probs.as_deref(),
+                        r.ref_log_probs.as_deref(),
+                        &mask,
+                        scratch,
+                    );
                 }
                 match &self.chunked {
                     Some(c) => {
@@ -495,13 +529,15 @@ fn compute_records(cfg: &Config, items: Vec<(Pos, Record)>, clock: &mut Clock) -
     recs
 }
 
-fn compute_groups(cfg: &Config, mut groups: Vec<Group>, clock: &mut Clock, singletons: &mut (u64, Option<String>)) -> Vec<Record> {
+fn compute_groups(
+    cfg: &Config,
+    mut groups: Vec<Group>,
+    clock: &mut Clock,
+    singletons: &mut (u64, Option<String>),
+) -> Vec<Record> {
     let t = Instant::now();
-    clock.tokens += groups
-        .iter()
-        .flat_map(|g| &g.items)
-        .map(|(_, r)| r.loss_mask.as_ref().map_or(0, Vec::len) as u64)
-        .sum::<u64>();
+    clock.tokens +=
+        groups.iter().flat_map(|g| &g.items).map(|(_, r)| r.loss_mask.as_ref().map_or(0, Vec::len) as u64).sum::<u64>();
     let single: Vec<bool> = groups.par_iter_mut().map(|g| cfg.group(g)).collect();
     for (g, s) in groups.iter().zip(single) {
         if s {

@@ -63,7 +63,8 @@ fn grpo_uneven_groups_singletons_tool_tokens() {
     let out = jsonl(&r.stdout);
     assert_eq!(out.len(), 10);
     // Groups in order of first record, records in input order.
-    let order: Vec<String> = out.iter().map(|v| format!("{}{}", v["prompt_id"].as_str().unwrap(), v["sample_index"])).collect();
+    let order: Vec<String> =
+        out.iter().map(|v| format!("{}{}", v["prompt_id"].as_str().unwrap(), v["sample_index"])).collect();
     assert_eq!(order, ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "c0", "d0", "d1"]);
     let m = by_key(&out);
     // a: rewards 1,0,0,1, mean .5, Bessel std sqrt(1/3)
@@ -89,7 +90,12 @@ fn grpo_uneven_groups_singletons_tool_tokens() {
 
 #[test]
 fn rloo_by_hand() {
-    let input = lines(&[traj("a", 0, 1.0, &[1, 1]), traj("a", 1, 0.0, &[1, 0]), traj("a", 2, 0.0, &[1, 1]), traj("b", 0, 3.0, &[1])]);
+    let input = lines(&[
+        traj("a", 0, 1.0, &[1, 1]),
+        traj("a", 1, 0.0, &[1, 0]),
+        traj("a", 2, 0.0, &[1, 1]),
+        traj("b", 0, 3.0, &[1]),
+    ]);
     let out = jsonl(&run("arl-advantage", &["--estimator", "rloo", "-q"], &input).ok().stdout);
     let m = by_key(&out);
     close(&floats(&m[&("a".into(), 0)], "advantages"), &[1.0, 1.0]);
@@ -132,7 +138,8 @@ fn reinforce_pp_by_hand_and_whitened() {
 fn reinforce_pp_baseline_by_hand() {
     // group a: rewards 1, 0 → baselined 0.5, -0.5; k2 KL = 0.5 per trained token, coef 0.2 → -0.1
     let input = lines(&[with_kl(traj("a", 0, 1.0, &[1, 0, 1])), with_kl(traj("a", 1, 0.0, &[1, 1, 1]))]);
-    let args = ["--estimator", "reinforce++-baseline", "--kl-coef", "0.2", "--kl-estimator", "k2", "--no-normalize", "-q"];
+    let args =
+        ["--estimator", "reinforce++-baseline", "--kl-coef", "0.2", "--kl-estimator", "k2", "--no-normalize", "-q"];
     let out = jsonl(&run("arl-advantage", &args, &input).ok().stdout);
     close(&floats(&out[0], "advantages"), &[0.4, 0.0, 0.4]);
     close(&floats(&out[1], "advantages"), &[-0.6, -0.6, -0.6]);
@@ -171,9 +178,19 @@ fn duplicate_sample_index_is_a_bad_record() {
     let input = lines(&[traj("a", 0, 1.0, &[1]), traj("a", 0, 0.0, &[1]), traj("a", 1, 0.0, &[1])]);
     let r = run("arl-advantage", &[], &input);
     assert_eq!(r.code, 65, "{}", r.stderr);
-    assert!(r.stderr.contains("<stdin>:2") && r.stderr.contains("duplicated") && r.stderr.contains("`a`"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("<stdin>:2") && r.stderr.contains("duplicated") && r.stderr.contains("`a`"),
+        "{}",
+        r.stderr
+    );
     let dir = tmpdir();
-    let r = run_in(dir.path(), "arl-advantage", &["--on-error", "skip", "--rejects", "rej.jsonl", "-o", "out.jsonl"], &input).ok();
+    let r = run_in(
+        dir.path(),
+        "arl-advantage",
+        &["--on-error", "skip", "--rejects", "rej.jsonl", "-o", "out.jsonl"],
+        &input,
+    )
+    .ok();
     assert!(r.stderr.contains("3 records read, 2 written, 1 rejected"), "{}", r.stderr);
     let rej = jsonl(&std::fs::read(dir.path().join("rej.jsonl")).unwrap());
     assert_eq!(rej.len(), 1);

@@ -96,8 +96,20 @@ fn strftime_now(fmt: String) -> Result<JValue, JinjaError> {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let days = (secs / 86_400) as i64;
     let (y, m, d) = civil_from_days(days);
-    const MONTHS: [&str; 12] =
-        ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
     let out = fmt
         .replace("%Y", &format!("{y:04}"))
         .replace("%m", &format!("{m:02}"))
@@ -214,7 +226,9 @@ impl ChatTemplate {
         for (k, v) in extra {
             ctx.insert(k.clone(), v.clone());
         }
-        let out = tmpl.render(JValue::from(minijinja::value::Serde(&ctx))).map_err(|e| anyhow!("rendering the chat template: {e:#}"))?;
+        let out = tmpl
+            .render(JValue::from(minijinja::value::Serde(&ctx)))
+            .map_err(|e| anyhow!("rendering the chat template: {e:#}"))?;
         Ok(out)
     }
 
@@ -224,7 +238,11 @@ impl ChatTemplate {
     /// and up to and including it: the difference is the turn's text. The span
     /// ends after the turn's last EOS (`<|im_end|>`), not on the newline after
     /// it, which the model never generates.
-    pub fn assistant_spans(&self, messages: &[Value], tools: Option<&[Value]>) -> Result<(String, Vec<(usize, usize)>)> {
+    pub fn assistant_spans(
+        &self,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+    ) -> Result<(String, Vec<(usize, usize)>)> {
         let full = self.render(messages, tools, false)?;
         let mut spans = vec![];
         for (i, m) in messages.iter().enumerate() {
@@ -302,7 +320,8 @@ mod tests {
 
     #[test]
     fn qwen_tool_turns_and_spans() {
-        let r = ChatTemplate::new(crate::tokenizer_build::CHAT_TEMPLATE, vec![("eos_token", "<|im_end|>".into())]).unwrap();
+        let r =
+            ChatTemplate::new(crate::tokenizer_build::CHAT_TEMPLATE, vec![("eos_token", "<|im_end|>".into())]).unwrap();
         let msgs = vec![
             json!({"role": "user", "content": "2+2?"}),
             json!({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "calc", "arguments": {"e": "2+2"}}}]}),

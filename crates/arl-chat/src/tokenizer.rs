@@ -62,7 +62,8 @@ const WORD_CACHE_BYTES: usize = 16 << 20;
 /// `ByteLevel`'s split pattern (`use_regex: true`), GPT-2's.
 const GPT2_SPLIT: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 /// Qwen2's and Qwen3's `Split` pattern.
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Llama 3's (Qwen2's with numbers in threes).
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// The alternatives that end those three patterns, the only look-around in them.
@@ -132,7 +133,9 @@ impl Words {
         let kind = |v: &serde_json::Value| v.get("type").and_then(|t| t.as_str()).map(str::to_string);
         let flag = |v: &serde_json::Value, k: &str| v.get(k).and_then(|b| b.as_bool());
         let byte_level = |v: &serde_json::Value, regex: bool| {
-            kind(v).as_deref() == Some("ByteLevel") && flag(v, "add_prefix_space") == Some(false) && flag(v, "use_regex") == Some(regex)
+            kind(v).as_deref() == Some("ByteLevel")
+                && flag(v, "add_prefix_space") == Some(false)
+                && flag(v, "use_regex") == Some(regex)
         };
         let split = |v: &serde_json::Value| -> Option<String> {
             (kind(v).as_deref() == Some("Split")
@@ -291,7 +294,9 @@ impl Pieces {
         let start = out.len();
         match &self.words {
             Some(w) => w.encode(inner.get_model(), piece, out)?,
-            None => out.extend_from_slice(inner.encode(piece, false).map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?.get_ids()),
+            None => out.extend_from_slice(
+                inner.encode(piece, false).map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?.get_ids(),
+            ),
         }
         let ids = &out[start..];
         if hash.is_some() {
@@ -313,10 +318,12 @@ impl Pieces {
 fn position_independent(pt: &serde_json::Value) -> bool {
     let Some(kind) = pt.get("type").and_then(|t| t.as_str()) else { return false };
     match kind {
-        "Sequence" => pt.get("pretokenizers").and_then(|l| l.as_array()).is_some_and(|l| l.iter().all(position_independent)),
+        "Sequence" => {
+            pt.get("pretokenizers").and_then(|l| l.as_array()).is_some_and(|l| l.iter().all(position_independent))
+        }
         "Metaspace" => pt.get("prepend_scheme").and_then(|p| p.as_str()).is_some_and(|p| p != "first"),
-        "ByteLevel" | "Split" | "Digits" | "Punctuation" | "Whitespace" | "WhitespaceSplit" | "BertPreTokenizer" | "UnicodeScripts"
-        | "CharDelimiterSplit" => true,
+        "ByteLevel" | "Split" | "Digits" | "Punctuation" | "Whitespace" | "WhitespaceSplit" | "BertPreTokenizer"
+        | "UnicodeScripts" | "CharDelimiterSplit" => true,
         _ => false,
     }
 }
@@ -354,7 +361,8 @@ impl Tokenizer {
             .with_context(|| format!("cannot load tokenizer `{}`", file.display()))?;
         let cfg_path = dir.join("tokenizer_config.json");
         let config = if cfg_path.exists() {
-            let text = std::fs::read_to_string(&cfg_path).with_context(|| format!("cannot read `{}`", cfg_path.display()))?;
+            let text =
+                std::fs::read_to_string(&cfg_path).with_context(|| format!("cannot read `{}`", cfg_path.display()))?;
             Some(serde_json::from_str(&text).with_context(|| format!("`{}`: invalid JSON", cfg_path.display()))?)
         } else {
             None
@@ -416,7 +424,8 @@ impl Tokenizer {
             DecoderWrapper::ByteLevel(_) => true,
             _ => return None,
         };
-        let char_byte: HashMap<char, u8> = byte_level_chars().into_iter().enumerate().map(|(b, c)| (c, b as u8)).collect();
+        let char_byte: HashMap<char, u8> =
+            byte_level_chars().into_iter().enumerate().map(|(b, c)| (c, b as u8)).collect();
         let n = self.inner.get_vocab_size(true);
         let mut table = Vec::with_capacity(n);
         for id in 0..n as u32 {
@@ -469,7 +478,9 @@ mod tests {
 
     #[test]
     fn fast_decode_equals_the_generic_one_for_fuse() {
-        let tok = Tokenizer::load(&Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("testdata/tiny-model")).unwrap();
+        let tok =
+            Tokenizer::load(&Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("testdata/tiny-model"))
+                .unwrap();
         assert!(matches!(tok.inner.get_decoder(), Some(tokenizers::DecoderWrapper::Fuse(_))));
         check_against_generic(&tok, 1);
         assert!(tok.fast_decode.get().unwrap().is_some(), "the fast path was taken");
@@ -480,12 +491,16 @@ mod tests {
         // A byte-level BPE vocabulary (every byte's character), merged tokens,
         // a token with a character outside the byte alphabet, added tokens.
         let chars = byte_level_chars();
-        let json = crate::tokenizer_build::byte_level_bpe_json(&["ĠĠ", "Ãł", "中", "a中"], &[(260, "<|im_end|>", true), (261, "<tool_call>", false)]);
+        let json = crate::tokenizer_build::byte_level_bpe_json(
+            &["ĠĠ", "Ãł", "中", "a中"],
+            &[(260, "<|im_end|>", true), (261, "<tool_call>", false)],
+        );
         let (_d, tok) = load_json(&json);
         check_against_generic(&tok, 2);
         // Split multi-byte characters become U+FFFD in both.
         let e9 = [chars[0xe4] as u32, chars[0xb8] as u32];
-        let ids: Vec<u32> = e9.iter().map(|c| tok.token_to_id(&char::from_u32(*c).unwrap().to_string()).unwrap()).collect();
+        let ids: Vec<u32> =
+            e9.iter().map(|c| tok.token_to_id(&char::from_u32(*c).unwrap().to_string()).unwrap()).collect();
         assert_eq!(tok.decode(&ids), tok.decode_generic(&ids));
         assert!(tok.fast_decode.get().unwrap().is_some(), "the fast path was taken");
     }
@@ -495,9 +510,32 @@ mod tests {
     /// the piece cache) and by the generic whole-text encode.
     fn check_encode_against_generic(tok: &Tokenizer, seed: u64) {
         const PARTS: &[&str] = &[
-            "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<|im", "_end|>", "user", "assistant\n", "\n", "\n\n", " ",
-            "  ", "the", " the", "The", "hello", " world", "中文", "é", "e\u{301}", "{\"name\": \"calc\", \"arguments\": {\"x\": 12}}",
-            "123", "'s", "\t", "!?", "x",
+            "<|im_start|>",
+            "<|im_end|>",
+            "<tool_call>",
+            "</tool_call>",
+            "<|im",
+            "_end|>",
+            "user",
+            "assistant\n",
+            "\n",
+            "\n\n",
+            " ",
+            "  ",
+            "the",
+            " the",
+            "The",
+            "hello",
+            " world",
+            "中文",
+            "é",
+            "e\u{301}",
+            "{\"name\": \"calc\", \"arguments\": {\"x\": 12}}",
+            "123",
+            "'s",
+            "\t",
+            "!?",
+            "x",
         ];
         let mut rng = arl_core::rng::Rng::new(seed);
         for _ in 0..400 {
@@ -525,7 +563,12 @@ mod tests {
         // pre-tokenizer is then the crate's).
         let mut gpt2 = crate::tokenizer_build::byte_level_bpe_json(
             &["Ġt", "he", "Ġthe", "ĠĠ", "Ċ", "ĊĊ"],
-            &[(262, "<|im_start|>", true), (263, "<|im_end|>", true), (264, "<tool_call>", false), (265, "</tool_call>", false)],
+            &[
+                (262, "<|im_start|>", true),
+                (263, "<|im_end|>", true),
+                (264, "<tool_call>", false),
+                (265, "</tool_call>", false),
+            ],
         );
         gpt2["model"]["merges"] = serde_json::json!(["Ġ t", "h e", "Ġt he", "Ġ Ġ", "Ċ Ċ"]);
         let mut qwen = gpt2.clone();
@@ -547,7 +590,9 @@ mod tests {
         }
 
         // The tiny test model's (WordLevel, a Split per character).
-        let tiny = Tokenizer::load(&Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("testdata/tiny-model")).unwrap();
+        let tiny =
+            Tokenizer::load(&Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("testdata/tiny-model"))
+                .unwrap();
         check_encode_against_generic(&tiny, 4);
         assert!(tiny.pieces.get().unwrap().as_ref().is_some_and(|p| p.words.is_some()));
     }
@@ -555,8 +600,9 @@ mod tests {
     #[test]
     fn the_common_split_patterns_match_as_fancy_regex_does() {
         const PARTS: &[&str] = &[
-            "a", "Z", "word", "é", "e\u{301}", "中文", "ǅ", "1", "42", "1234567", "٣", "½", "Ⅻ", " ", "  ", "   ", "\t", "\n", "\r\n", "\n\n",
-            "\u{a0}", "\u{3000}", "\u{2028}", "\u{85}", "'", "'s", "'S", "'ll", "'LL", "'d", "!", "?!", "_", "-", "{\"", "😀", "\u{200b}", "\u{0}",
+            "a", "Z", "word", "é", "e\u{301}", "中文", "ǅ", "1", "42", "1234567", "٣", "½", "Ⅻ", " ", "  ", "   ",
+            "\t", "\n", "\r\n", "\n\n", "\u{a0}", "\u{3000}", "\u{2028}", "\u{85}", "'", "'s", "'S", "'ll", "'LL",
+            "'d", "!", "?!", "_", "-", "{\"", "😀", "\u{200b}", "\u{0}",
         ];
         let mut rng = arl_core::rng::Rng::new(9);
         for pattern in [GPT2_SPLIT, QWEN2_SPLIT, LLAMA3_SPLIT] {
@@ -585,11 +631,13 @@ mod tests {
     fn piecewise_encode_is_not_used_where_it_could_differ() {
         let base = crate::tokenizer_build::byte_level_bpe_json(&[], &[(256, "<|im_end|>", true)]);
         let mut metaspace_first = base.clone();
-        metaspace_first["pre_tokenizer"] = serde_json::json!({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true});
+        metaspace_first["pre_tokenizer"] =
+            serde_json::json!({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true});
         let mut lstrip = base.clone();
         lstrip["added_tokens"][0]["lstrip"] = serde_json::json!(true);
         let mut truncated = base.clone();
-        truncated["truncation"] = serde_json::json!({"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0});
+        truncated["truncation"] =
+            serde_json::json!({"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0});
         for json in [metaspace_first, lstrip, truncated] {
             let (_d, tok) = load_json(&json);
             check_encode_against_generic(&tok, 5);

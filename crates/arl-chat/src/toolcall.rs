@@ -91,7 +91,8 @@ mod tests {
 
     #[test]
     fn content_before_the_calls() {
-        let (content, calls) = split_tool_calls("Let me compute.\n<tool_call>\n{\"name\": \"f\", \"arguments\": null}\n</tool_call>");
+        let (content, calls) =
+            split_tool_calls("Let me compute.\n<tool_call>\n{\"name\": \"f\", \"arguments\": null}\n</tool_call>");
         assert_eq!(content, "Let me compute.");
         assert_eq!(calls, vec![Call::Ok { name: "f".into(), arguments: json!({}) }]);
         assert_eq!(split_tool_calls("plain answer"), ("plain answer", vec![]));

@@ -42,8 +42,7 @@ pub fn stdout_color() -> bool {
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            || c.downcast_ref::<parquet::errors::ParquetError>()
-                .is_some_and(|p| p.to_string().contains("Broken pipe"))
+            || c.downcast_ref::<parquet::errors::ParquetError>().is_some_and(|p| p.to_string().contains("Broken pipe"))
     })
 }
 
@@ -296,7 +295,9 @@ impl Input {
         let paths = if spec.paths.is_empty() { vec![PathBuf::from("-")] } else { spec.paths.clone() };
         let rejects = match (&spec.rejects, spec.on_error) {
             (Some(p), OnError::Skip) => Some(Rejects::create(p)?),
-            (None, OnError::Skip) => return Err(usage("`--on-error skip` needs `--rejects FILE`, so that no bad record is lost")),
+            (None, OnError::Skip) => {
+                return Err(usage("`--on-error skip` needs `--rejects FILE`, so that no bad record is lost"))
+            }
             _ => None,
         };
         Ok(Input { paths, next_path: 0, reader: None, policy: spec.on_error, rejects, read: 0, quiet: spec.quiet })

@@ -54,7 +54,10 @@ pub fn to_prompt(mut rec: Record, row: u64, stem: &str, args: &PromptKeys) -> Re
             Some(Value::String(s)) => s,
             Some(v @ Value::Array(_)) => v.to_string(),
             Some(other) => {
-                let e = FieldError::new(key, format!("expected a string or chat messages, got {}", crate::record::json_type(&other)));
+                let e = FieldError::new(
+                    key,
+                    format!("expected a string or chat messages, got {}", crate::record::json_type(&other)),
+                );
                 return Err((rec, e));
             }
             None => return Err((rec, FieldError::new(key, "missing (named by --prompt-key)"))),
@@ -139,13 +142,18 @@ mod tests {
     #[test]
     fn a_rejected_row_comes_back_unchanged() {
         let text = br#"{"id":7,"prompt":"p","question":"q","answer":{"v":"a"}}"#;
-        for (prompt_key, label_key, field) in [(Some("question"), Some("answer.w"), "answer.w"), (Some("missing"), None, "missing"), (Some("answer"), None, "answer")] {
+        for (prompt_key, label_key, field) in [
+            (Some("question"), Some("answer.w"), "answer.w"),
+            (Some("missing"), None, "missing"),
+            (Some("answer"), None, "answer"),
+        ] {
             let args = PromptKeys { prompt_key: prompt_key.map(Into::into), label_key: label_key.map(Into::into) };
             let (back, e) = to_prompt(Record::from_json_slice(text).unwrap(), 0, "x", &args).unwrap_err();
             assert_eq!(back, Record::from_json_slice(text).unwrap());
             assert_eq!(e.field.as_deref(), Some(field));
         }
-        let (_, e) = to_prompt(Record::from_json_slice(br#"{"id":1}"#).unwrap(), 0, "x", &PromptKeys::default()).unwrap_err();
+        let (_, e) =
+            to_prompt(Record::from_json_slice(br#"{"id":1}"#).unwrap(), 0, "x", &PromptKeys::default()).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("prompt"));
     }
 }

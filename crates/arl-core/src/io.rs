@@ -16,9 +16,9 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
-use parquet::file::writer::SerializedFileWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -89,9 +89,17 @@ pub struct RecordReader {
 }
 
 enum Inner {
-    Jsonl { rd: BufReader<Box<dyn Read + Send>>, line: u64, done: bool },
+    Jsonl {
+        rd: BufReader<Box<dyn Read + Send>>,
+        line: u64,
+        done: bool,
+    },
     /// Row groups are decoded a few at a time, in parallel, in file order.
-    Parquet { bytes: Bytes, row_groups: Vec<(usize, u64)>, next: usize },
+    Parquet {
+        bytes: Bytes,
+        row_groups: Vec<(usize, u64)>,
+        next: usize,
+    },
 }
 
 /// Lines parsed per batch at most; larger batches are parsed in parallel.
@@ -172,9 +180,7 @@ impl RecordReader {
                 let mut bytes = 0usize;
                 loop {
                     let mut buf = Vec::new();
-                    let n = rd
-                        .read_until(b'\n', &mut buf)
-                        .with_context(|| format!("cannot read `{}`", self.source))?;
+                    let n = rd.read_until(b'\n', &mut buf).with_context(|| format!("cannot read `{}`", self.source))?;
                     if n == 0 {
                         *done = true;
                         break;
@@ -472,7 +478,10 @@ impl RecordWriter {
                             .set_column_statistics_enabled(path, parquet::file::properties::EnabledStatistics::None);
                     }
                 }
-                WriterKind::Parquet { w: ParquetOut::new(out, props.build())?, rows: Vec::with_capacity(PARQUET_ROW_GROUP) }
+                WriterKind::Parquet {
+                    w: ParquetOut::new(out, props.build())?,
+                    rows: Vec::with_capacity(PARQUET_ROW_GROUP),
+                }
             }
         };
         Ok(RecordWriter { kind, count: 0 })
@@ -605,8 +614,16 @@ impl AtomicFile {
     pub fn create(dest: &Path) -> Result<AtomicFile> {
         if let Ok(m) = std::fs::metadata(dest) {
             if !m.is_file() && !m.is_dir() {
-                let f = std::fs::OpenOptions::new().write(true).open(dest).with_context(|| format!("cannot open `{}`", dest.display()))?;
-                return Ok(AtomicFile { tmp: PathBuf::new(), dest: dest.to_path_buf(), file: BufWriter::with_capacity(1 << 16, f), committed: false });
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dest)
+                    .with_context(|| format!("cannot open `{}`", dest.display()))?;
+                return Ok(AtomicFile {
+                    tmp: PathBuf::new(),
+                    dest: dest.to_path_buf(),
+                    file: BufWriter::with_capacity(1 << 16, f),
+                    committed: false,
+                });
             }
         }
         let dir = match dest.parent() {

@@ -39,10 +39,7 @@ pub fn check_checkpoint(dir: &Path) -> Result<()> {
             );
         }
     } else if !dir.join("model.safetensors").is_file() {
-        bail!(
-            "checkpoint `{}` has neither `model.safetensors` nor `model.safetensors.index.json`",
-            dir.display()
-        );
+        bail!("checkpoint `{}` has neither `model.safetensors` nor `model.safetensors.index.json`", dir.display());
     }
     Ok(())
 }

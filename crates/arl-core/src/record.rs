@@ -446,9 +446,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
                         None => None,
                         Some(Value::String(s)) => Some(s),
                         Some(v @ Value::Array(_)) => Some(v.to_string()),
-                        Some(other) => {
-                            return Err(field_err("prompt", K::Str, format!("got {}", json_type(&other))))
-                        }
+                        Some(other) => return Err(field_err("prompt", K::Str, format!("got {}", json_type(&other)))),
                     };
                 }
                 "label" => r.label = opt(&mut map, "label", K::Json)?,

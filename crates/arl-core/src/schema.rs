@@ -191,9 +191,7 @@ pub fn to_batch(records: &[Record]) -> RecordBatch {
         };
         cols.push(col);
     }
-    cols.push(jsons(&|r| {
-        (!r.extra.is_empty()).then(|| serde_json::to_string(&r.extra).expect("json"))
-    }));
+    cols.push(jsons(&|r| (!r.extra.is_empty()).then(|| serde_json::to_string(&r.extra).expect("json"))));
     RecordBatch::try_new(schema(), cols).expect("columns match the schema by construction")
 }
 
@@ -320,9 +318,8 @@ fn row_to_record(cols: &[Col], row: usize) -> Result<Record, FieldError> {
                     FieldKind::F32 => r.reward = Some(arr.as_primitive::<Float32Type>().value(row)),
                     FieldKind::Json | FieldKind::JsonObject => {
                         let v = match str_at(arr, row) {
-                            Some(text) => serde_json::from_str::<Value>(&text).map_err(|e| {
-                                FieldError::new(*name, format!("expected JSON text ({e})"))
-                            })?,
+                            Some(text) => serde_json::from_str::<Value>(&text)
+                                .map_err(|e| FieldError::new(*name, format!("expected JSON text ({e})")))?,
                             // A column written natively (e.g. a struct `label`) is converted.
                             None => array_value_to_json(arr, row),
                         };
@@ -385,9 +382,7 @@ fn row_to_record(cols: &[Col], row: usize) -> Result<Record, FieldError> {
                         for i in 0..inner.len() {
                             match str_at(&inner, i) {
                                 Some(s) => out.push(s),
-                                None => {
-                                    return Err(FieldError::new(*name, "expected a list of strings, found a null"))
-                                }
+                                None => return Err(FieldError::new(*name, "expected a list of strings, found a null")),
                             }
                         }
                         r.weight_versions = Some(out);

@@ -207,8 +207,7 @@ impl Stats {
         for g in self.groups.values() {
             *sizes.entry(g.size).or_default() += 1;
         }
-        let sections: Vec<Map<String, Value>> =
-            (0..self.breakdowns.len()).map(|i| self.breakdown_json(i)).collect();
+        let sections: Vec<Map<String, Value>> = (0..self.breakdowns.len()).map(|i| self.breakdown_json(i)).collect();
         let mut out = json!({
             "records": self.records,
             "status": status,
@@ -253,10 +252,7 @@ impl Stats {
             });
             if !scored.is_empty() {
                 let k = scored.iter().map(|g| g.scores.len()).max().unwrap_or(0);
-                let pass = scored
-                    .iter()
-                    .filter(|g| g.scores.iter().any(|&x| x >= self.pass_threshold))
-                    .count() as f64
+                let pass = scored.iter().filter(|g| g.scores.iter().any(|&x| x >= self.pass_threshold)).count() as f64
                     / scored.len() as f64;
                 let mean_k = scored.iter().map(|g| g.scores.iter().sum::<f64>() / g.scores.len() as f64).sum::<f64>()
                     / scored.len() as f64;
@@ -315,14 +311,21 @@ impl Stats {
             );
         }
         let t = &j["tokens"];
-        s += &format!("tokens             total {}  response {}  trainable {}\n", t["total"], t["response"], t["trainable"]);
+        s += &format!(
+            "tokens             total {}  response {}  trainable {}\n",
+            t["total"], t["response"], t["trainable"]
+        );
         if let Some(tc) = j.get("tool_calls") {
             s += &format!("tool calls         mean {}  max {}\n", f(&tc["mean"]), f(&tc["max"]));
         }
         let g = &j["groups"];
         let sizes: Vec<String> =
             g["sizes"].as_object().map(|m| m.iter().map(|(k, v)| format!("{v}×{k}")).collect()).unwrap_or_default();
-        s += &format!("groups             {}  sizes {}\n", g["count"], if sizes.is_empty() { "-".into() } else { sizes.join(" ") });
+        s += &format!(
+            "groups             {}  sizes {}\n",
+            g["count"],
+            if sizes.is_empty() { "-".into() } else { sizes.join(" ") }
+        );
         for (field, _) in &self.breakdowns {
             let name = if field == "data_source" { "by_data_source".to_string() } else { format!("by_{field}") };
             s += &format!("\nby {field}\n");
@@ -332,8 +335,13 @@ impl Stats {
             );
             if let Some(m) = j[&name].as_object() {
                 for (value, o) in m {
-                    let opt =
-                        |v: &Value| if v.is_null() { "-".to_string() } else { format!("{:.4}", v.as_f64().unwrap_or(0.0)) };
+                    let opt = |v: &Value| {
+                        if v.is_null() {
+                            "-".to_string()
+                        } else {
+                            format!("{:.4}", v.as_f64().unwrap_or(0.0))
+                        }
+                    };
                     let k = o.get("k").and_then(Value::as_u64).map(|k| format!(" (k={k})")).unwrap_or_default();
                     s += &format!(
                         "  {:<28} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10}{k}\n",
@@ -390,7 +398,8 @@ mod tests {
         // A tool-using success shaped below the threshold (1 - 0.1 tool cost)
         // still solves its group; a format bonus does not make a failure pass.
         let mut s = Stats::new(1.0);
-        for (pid, rw, score) in [("a", 0.9, Some(1.0)), ("a", 0.0, Some(0.0)), ("b", 1.1, Some(0.0)), ("c", 1.0, None)] {
+        for (pid, rw, score) in [("a", 0.9, Some(1.0)), ("a", 0.0, Some(0.0)), ("b", 1.1, Some(0.0)), ("c", 1.0, None)]
+        {
             s.push(&Record {
                 prompt_id: Some(pid.into()),
                 data_source: Some("d".into()),
@@ -409,7 +418,9 @@ mod tests {
     #[test]
     fn breakdown_by_a_metadata_field() {
         let mut s = Stats::new(1.0).by("metadata.kind");
-        for (pid, kind, rw, tc) in [("a", "easy", 1.0, 0), ("a", "easy", 1.0, 1), ("b", "hard", 0.0, 1), ("c", "hard", 1.0, 1)] {
+        for (pid, kind, rw, tc) in
+            [("a", "easy", 1.0, 0), ("a", "easy", 1.0, 1), ("b", "hard", 0.0, 1), ("c", "hard", 1.0, 1)]
+        {
             let mut m = serde_json::Map::new();
             m.insert("kind".into(), json!(kind));
             s.push(&Record {

@@ -81,7 +81,8 @@ pub fn lock<T>(st: &Shared<T>) -> MutexGuard<'_, Episodes<T>> {
 fn new_id(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static CTR: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let c = CTR.fetch_add(1, Ordering::Relaxed);
     let a = arl_core::rng::mix(&[t, u64::from(std::process::id()), c]);
     let b = arl_core::rng::mix(&[a, c, 0x51ed_270b]);
@@ -112,7 +113,12 @@ pub fn body_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
 /// `POST …/episodes {"setup": …}`: builds the state from the body's `setup`
 /// (or `default_setup`) with `from_setup` (its error → 422) and answers
 /// `{"episode_id"}`.
-pub fn create<T>(st: &Shared<T>, body: &Bytes, default_setup: Value, from_setup: impl FnOnce(&Value) -> Result<T, String>) -> Response {
+pub fn create<T>(
+    st: &Shared<T>,
+    body: &Bytes,
+    default_setup: Value,
+    from_setup: impl FnOnce(&Value) -> Result<T, String>,
+) -> Response {
     let m = match body_object(body) {
         Ok(m) => m,
         Err(r) => return r,

@@ -1,23 +1,23 @@
 //! `arl-env`: environment services over HTTP: the shop API
 //! ([`arl_env::shop`]) with per-episode state and its OpenAPI spec, and the
 //! web environment's task site under `/web/` ([`arl_env::web::server`]).
+use anyhow::{Context, Result};
 use arl_core::cli::EXIT_CODES_HELP;
 use arl_env::episodes::{self, body_object, error as err, Episodes, Shared};
 use arl_env::shop::{self, Shop, EPISODE_HEADER};
-use anyhow::{Context, Result};
-use axum::body::Bytes;
 use arl_http::body::{self as http_body, closing, BodyError};
+use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::middleware::{self, Next};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
 use serde_json::json;
-use std::sync::Arc;
 use std::collections::HashMap;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub const TOOL: &str = "arl-env";
@@ -78,7 +78,14 @@ async fn delete_episode(State(st): State<St>, Path(id): Path<String>) -> Respons
 }
 
 /// Every tool operation: route, gather path + query + body arguments, run on the episode's shop.
-async fn operation(State(st): State<St>, method: Method, uri: Uri, headers: HeaderMap, Query(q): Query<HashMap<String, String>>, body: Bytes) -> Response {
+async fn operation(
+    State(st): State<St>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
     let Some((op, mut args)) = shop::route(method.as_str(), uri.path()) else {
         return err(StatusCode::NOT_FOUND, format!("no route {} {}", method, uri.path()));
     };
@@ -112,9 +119,17 @@ async fn operation(State(st): State<St>, method: Method, uri: Uri, headers: Head
 async fn bounded_body(State(lim): State<(usize, Duration)>, req: Request, next: Next) -> Response {
     match http_body::buffer(req, lim.0, lim.1).await {
         Ok(req) => next.run(req).await,
-        Err(BodyError::TooLarge) => closing(err(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} bytes (--max-body-bytes)", lim.0))),
-        Err(BodyError::Timeout) => closing(err(StatusCode::REQUEST_TIMEOUT, format!("request body not received within {:?} (--read-timeout)", lim.1))),
-        Err(BodyError::Broken(e)) => closing(err(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}"))),
+        Err(BodyError::TooLarge) => closing(err(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body larger than {} bytes (--max-body-bytes)", lim.0),
+        )),
+        Err(BodyError::Timeout) => closing(err(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("request body not received within {:?} (--read-timeout)", lim.1),
+        )),
+        Err(BodyError::Broken(e)) => {
+            closing(err(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))
+        }
     }
 }
 
@@ -122,10 +137,13 @@ pub fn router(max_body: usize, read_timeout: Duration, max_episodes: usize, base
     let st: St = Episodes::shared(max_episodes, "ep-");
     let spec = Arc::new(shop::openapi(&base_url));
     Router::new()
-        .route("/openapi.json", get(move || {
-            let s = spec.clone();
-            async move { Json((*s).clone()) }
-        }))
+        .route(
+            "/openapi.json",
+            get(move || {
+                let s = spec.clone();
+                async move { Json((*s).clone()) }
+            }),
+        )
         .route("/health", get(|| async { Json(json!({"ok": true})) }))
         .route("/episodes", post(create_episode))
         .route("/episodes/{id}", get(get_episode).delete(delete_episode))
@@ -141,10 +159,15 @@ pub fn run(a: Args) -> Result<ExitCode> {
         anyhow::bail!("--read-timeout must be a positive number of seconds, got {}", a.read_timeout);
     }
     let read_timeout = Duration::from_secs_f64(a.read_timeout);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the HTTP runtime")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the HTTP runtime")?;
     rt.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
-        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
+        let listener =
+            tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
         let local = listener.local_addr()?;
         eprintln!("{TOOL}: listening on http://{local}");
         let app = router(a.max_body_bytes, read_timeout, a.max_episodes, format!("http://{local}"));

@@ -197,7 +197,8 @@ impl Shop {
 
     /// Placed orders as (sku, quantity), sorted.
     pub fn placed(&self) -> Vec<(String, i64)> {
-        let mut v: Vec<(String, i64)> = self.orders.iter().filter(|o| o.status == "placed").map(|o| (o.sku.clone(), o.quantity)).collect();
+        let mut v: Vec<(String, i64)> =
+            self.orders.iter().filter(|o| o.status == "placed").map(|o| (o.sku.clone(), o.quantity)).collect();
         v.sort();
         v
     }
@@ -313,7 +314,8 @@ mod tests {
     use super::*;
 
     fn shop() -> Shop {
-        Shop::from_setup(&json!({"items": [{"sku": "A", "name": "lamp", "category": "home", "price": 5, "stock": 3}]})).unwrap()
+        Shop::from_setup(&json!({"items": [{"sku": "A", "name": "lamp", "category": "home", "price": 5, "stock": 3}]}))
+            .unwrap()
     }
 
     #[test]
@@ -330,7 +332,10 @@ mod tests {
         assert_eq!(s.handle("cancel_order", &a(json!({"order_id": 1}))).status, 409);
         assert_eq!(s.items[0].stock, 3);
         assert_eq!(check_goal(&s, &json!({"placed": []})).unwrap(), None);
-        assert!(check_goal(&s, &json!({"placed": [{"sku": "A", "quantity": 2}]})).unwrap().unwrap().contains("not found"));
+        assert!(check_goal(&s, &json!({"placed": [{"sku": "A", "quantity": 2}]}))
+            .unwrap()
+            .unwrap()
+            .contains("not found"));
         assert!(check_goal(&s, &json!({"stock": {"A": 4}})).unwrap().unwrap().contains("is 3"));
     }
 

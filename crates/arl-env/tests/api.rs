@@ -15,7 +15,11 @@ use serde_json::{json, Value};
 use common::{prompts_of, to_jsonl, EnvServer as Env};
 
 fn tasks(n: &str, level: &str, seed: &str) -> Vec<Value> {
-    jsonl(&run("arl-tasks", &["api", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"").ok().stdout)
+    jsonl(
+        &run("arl-tasks", &["api", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"")
+            .ok()
+            .stdout,
+    )
 }
 
 fn score(env: &Env, recs: &[Value]) -> Vec<Value> {
@@ -26,7 +30,8 @@ fn score(env: &Env, recs: &[Value]) -> Vec<Value> {
 fn api_reference_solutions_score_one_wrong_ones_zero() {
     let env = Env::start(&[]);
     let recs = tasks("24", "5", "2");
-    let kinds: std::collections::BTreeSet<&str> = recs.iter().map(|r| r["metadata"]["kind"].as_str().unwrap()).collect();
+    let kinds: std::collections::BTreeSet<&str> =
+        recs.iter().map(|r| r["metadata"]["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.len(), 4, "{kinds:?}");
     for r in score(&env, &recs) {
         let d = &r["reward_detail"];
@@ -34,7 +39,12 @@ fn api_reference_solutions_score_one_wrong_ones_zero() {
         assert_eq!(d["mode"], "replayed");
         assert_eq!(d["call_errors"], 0, "{d}");
         // The replay episode is gone once scored.
-        let code = http().get(format!("{}/episodes/{}", env.url, d["episode_id"].as_str().unwrap())).send().unwrap().status().as_u16();
+        let code = http()
+            .get(format!("{}/episodes/{}", env.url, d["episode_id"].as_str().unwrap()))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16();
         assert_eq!(code, 404);
     }
     // Wrong: the last call left out (nothing ordered, cancelled or restocked),
@@ -47,7 +57,8 @@ fn api_reference_solutions_score_one_wrong_ones_zero() {
             calls[..calls.len() - 1].iter().map(|c| format!("{c}</tool_call>")).collect::<String>()
         } else {
             let re = regex::Regex::new(r#""quantity": (\d+)"#).unwrap();
-            re.replace_all(&resp, |c: &regex::Captures| format!("\"quantity\": {}", c[1].parse::<i64>().unwrap() + 1)).into_owned()
+            re.replace_all(&resp, |c: &regex::Captures| format!("\"quantity\": {}", c[1].parse::<i64>().unwrap() + 1))
+                .into_owned()
         };
         r["response"] = json!(kept);
     }
@@ -65,7 +76,8 @@ fn http() -> reqwest::blocking::Client {
 
 fn new_episode(env: &Env) -> String {
     let setup = json!({"items": [{"sku": "A", "name": "lamp", "category": "home", "price": 5, "stock": 3}]});
-    let v: Value = http().post(format!("{}/episodes", env.url)).json(&json!({"setup": setup})).send().unwrap().json().unwrap();
+    let v: Value =
+        http().post(format!("{}/episodes", env.url)).json(&json!({"setup": setup})).send().unwrap().json().unwrap();
     v["episode_id"].as_str().unwrap().to_string()
 }
 
@@ -85,7 +97,13 @@ fn api_abuse_is_refused_and_episodes_are_isolated() {
         (code, r.text().unwrap())
     };
     // Bad arguments.
-    for body in [r#"{"sku": "A", "quantity": -1}"#, r#"{"sku": "A", "quantity": "many"}"#, r#"{"quantity": 1}"#, r#"{"sku": 5, "quantity": 1}"#, r#"{"sku": "A", "quantity": 100000}"#] {
+    for body in [
+        r#"{"sku": "A", "quantity": -1}"#,
+        r#"{"sku": "A", "quantity": "many"}"#,
+        r#"{"quantity": 1}"#,
+        r#"{"sku": 5, "quantity": 1}"#,
+        r#"{"sku": "A", "quantity": 100000}"#,
+    ] {
         assert_eq!(post(Some(&a), "/orders", body.into()).0, 422, "{body}");
     }
     assert_eq!(post(Some(&a), "/orders", "not json".into()).0, 400);
@@ -101,7 +119,9 @@ fn api_abuse_is_refused_and_episodes_are_isolated() {
     assert_eq!(c.get(format!("{}/episodes/ep-0000", env.url)).send().unwrap().status().as_u16(), 404);
     assert_eq!(post(Some(&a), "/admin/drop", "{}".into()).0, 404);
     // A setup too large for an episode.
-    let items: Vec<Value> = (0..300).map(|i| json!({"sku": format!("S{i}"), "name": "x", "category": "c", "price": 1, "stock": 1})).collect();
+    let items: Vec<Value> = (0..300)
+        .map(|i| json!({"sku": format!("S{i}"), "name": "x", "category": "c", "price": 1, "stock": 1}))
+        .collect();
     let r = c.post(format!("{}/episodes", env.url)).json(&json!({"setup": {"items": items}})).send().unwrap();
     assert!(r.status().as_u16() == 413 || r.status().as_u16() == 422, "{}", r.status());
     // Episode a's order leaves b alone.
@@ -143,7 +163,10 @@ fn openapi_spec_becomes_tools_and_bad_calls_are_errors() {
     let r = api.request("list_items", &json!({"category": "home & garden"})).unwrap();
     assert!(r.url.ends_with("/items?category=home%20%26%20garden"), "{}", r.url);
     assert!(api.request("create_order", &json!({"sku": "A"})).unwrap_err().contains("needs the argument `quantity`"));
-    assert!(api.request("create_order", &json!({"sku": "A", "quantity": 1, "admin": true})).unwrap_err().contains("no argument `admin`"));
+    assert!(api
+        .request("create_order", &json!({"sku": "A", "quantity": 1, "admin": true}))
+        .unwrap_err()
+        .contains("no argument `admin`"));
     assert!(api.request("create_episode", &json!({})).unwrap_err().contains("unknown operation"));
 }
 
@@ -170,11 +193,32 @@ fn rollout_with_openapi_tools_records_episodes_and_reaches_goals() {
         }
     }
     std::fs::write(p.join("script.jsonl"), scripts.join("\n")).unwrap();
-    let server = serve_util::Server::start(&["--model-path", p.join("model").to_str().unwrap(), "--scripted", p.join("script.jsonl").to_str().unwrap()]);
+    let server = serve_util::Server::start(&[
+        "--model-path",
+        p.join("model").to_str().unwrap(),
+        "--scripted",
+        p.join("script.jsonl").to_str().unwrap(),
+    ]);
     run_in(
         p,
         "arl-rollout",
-        &["-q", "-i", "tasks.jsonl", "--endpoint", &server.url, "--tokenizer", "model", "--openapi", &env.spec(), "--max-turns", "8", "-n", "2", "-o", "roll.jsonl"],
+        &[
+            "-q",
+            "-i",
+            "tasks.jsonl",
+            "--endpoint",
+            &server.url,
+            "--tokenizer",
+            "model",
+            "--openapi",
+            &env.spec(),
+            "--max-turns",
+            "8",
+            "-n",
+            "2",
+            "-o",
+            "roll.jsonl",
+        ],
         b"",
     )
     .ok();
@@ -187,16 +231,31 @@ fn rollout_with_openapi_tools_records_episodes_and_reaches_goals() {
         assert_eq!(r["status"], "completed");
         assert!(ids.insert(r["metadata"]["episode_id"].as_str().unwrap().to_string()), "one episode per sample");
         // The prompt offered the API's operations as tools.
-        let toks: Vec<u8> = r["tokens"].as_array().unwrap()[..r["prompt_len"].as_u64().unwrap() as usize].iter().filter_map(|x| x.as_u64().filter(|t| *t < 256).map(|t| t as u8)).collect();
+        let toks: Vec<u8> = r["tokens"].as_array().unwrap()[..r["prompt_len"].as_u64().unwrap() as usize]
+            .iter()
+            .filter_map(|x| x.as_u64().filter(|t| *t < 256).map(|t| t as u8))
+            .collect();
         assert!(String::from_utf8_lossy(&toks).contains("\"name\": \"create_order\""));
         // Tool turns are masked: what the service answered is in the mask-0 tokens only.
         let mask: Vec<u64> = r["loss_mask"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
         let pl = r["prompt_len"].as_u64().unwrap() as usize;
         let resp_toks = &r["tokens"].as_array().unwrap()[pl..];
-        let masked: Vec<u8> = resp_toks.iter().zip(&mask).filter(|(t, m)| **m == 0 && t.as_u64().unwrap() < 256).map(|(t, _)| t.as_u64().unwrap() as u8).collect();
-        let gen: Vec<u8> = resp_toks.iter().zip(&mask).filter(|(t, m)| **m == 1 && t.as_u64().unwrap() < 256).map(|(t, _)| t.as_u64().unwrap() as u8).collect();
+        let masked: Vec<u8> = resp_toks
+            .iter()
+            .zip(&mask)
+            .filter(|(t, m)| **m == 0 && t.as_u64().unwrap() < 256)
+            .map(|(t, _)| t.as_u64().unwrap() as u8)
+            .collect();
+        let gen: Vec<u8> = resp_toks
+            .iter()
+            .zip(&mask)
+            .filter(|(t, m)| **m == 1 && t.as_u64().unwrap() < 256)
+            .map(|(t, _)| t.as_u64().unwrap() as u8)
+            .collect();
         assert!(String::from_utf8_lossy(&masked).contains("\"sku\""));
-        assert!(String::from_utf8_lossy(&gen).contains("<tool_call>") || String::from_utf8_lossy(&gen).contains("\"name\""));
+        assert!(
+            String::from_utf8_lossy(&gen).contains("<tool_call>") || String::from_utf8_lossy(&gen).contains("\"name\"")
+        );
         assert!(!String::from_utf8_lossy(&gen).contains("\"stock\":"), "service output in the trained tokens");
     }
     let scored = score(&env, &rolled);

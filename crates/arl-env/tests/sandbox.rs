@@ -22,7 +22,9 @@ fn normal_program_and_stdin() {
     let s = sb();
     let r = py(&s, "import sys\nprint(repr(sys.stdin.read()))");
     assert_eq!(r.stdout, "''\n", "no stdin: empty");
-    let r = s.run(&Request::python("import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))").with_stdin("1 2 3\n")).unwrap();
+    let r = s
+        .run(&Request::python("import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))").with_stdin("1 2 3\n"))
+        .unwrap();
     assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
     assert_eq!(r.stdout, "6\n");
     let r = py(&s, "raise ValueError('boom')");
@@ -163,7 +165,13 @@ fn thirty_two_bad_programs_at_once_then_a_normal_one() {
 fn cpp_runs_and_compile_errors_are_reported() {
     let s = Sandbox::local(limits(5.0), 2);
     let r = s
-        .run(&Request::new(Language::Cpp, "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a*b<<std::endl;}").with_stdin("347 29"))
+        .run(
+            &Request::new(
+                Language::Cpp,
+                "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a*b<<std::endl;}",
+            )
+            .with_stdin("347 29"),
+        )
         .unwrap();
     assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
     assert_eq!(r.stdout, "10063\n");
@@ -226,7 +234,10 @@ mod fusion_stand_in {
         let lang = Language::parse(req["language"].as_str().unwrap_or("")).unwrap_or(Language::Python);
         let mut r = Request::new(lang, req["code"].as_str().unwrap_or(""));
         r.stdin = req["stdin"].as_str().map(String::from);
-        let l = Limits { timeout: Duration::from_secs_f64(req["run_timeout"].as_f64().unwrap_or(10.0)), ..super::limits(10.0) };
+        let l = Limits {
+            timeout: Duration::from_secs_f64(req["run_timeout"].as_f64().unwrap_or(10.0)),
+            ..super::limits(10.0)
+        };
         let sb = st.sandbox.clone();
         let res = tokio::task::spawn_blocking(move || sb.run(&r.with_limits(l))).await.unwrap().unwrap();
         let run_status = if res.outcome == Outcome::Timeout { "TimeLimitExceeded" } else { "Finished" };
@@ -241,7 +252,12 @@ mod fusion_stand_in {
             json!({"status": run_status, "return_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr, "execution_time": res.wall_s})
         };
         let ok = res.outcome == Outcome::Ok;
-        (StatusCode::OK, Json(json!({"status": if ok {"Success"} else {"Failed"}, "message": "", "compile_result": compile, "run_result": run, "executor_pod_name": null, "files": {}})))
+        (
+            StatusCode::OK,
+            Json(
+                json!({"status": if ok {"Success"} else {"Failed"}, "message": "", "compile_result": compile, "run_result": run, "executor_pod_name": null, "files": {}}),
+            ),
+        )
     }
 
     /// Starts the stand-in on a loopback port; returns its base URL and hit counter.

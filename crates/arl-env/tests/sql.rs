@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use std::time::Instant;
 
 fn tasks(n: &str, level: &str, seed: &str) -> Vec<Value> {
-    let out = run("arl-tasks", &["sql", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"").ok();
+    let out =
+        run("arl-tasks", &["sql", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"").ok();
     jsonl(&out.stdout)
 }
 
@@ -41,7 +42,8 @@ fn wrong(gold: &str) -> String {
 fn check_solutions_and_wrong(extra: &[&str]) {
     let recs = tasks("40", "10", "7");
     assert_eq!(recs.len(), 40);
-    let kinds: std::collections::BTreeSet<&str> = recs.iter().map(|r| r["metadata"]["kind"].as_str().unwrap()).collect();
+    let kinds: std::collections::BTreeSet<&str> =
+        recs.iter().map(|r| r["metadata"]["kind"].as_str().unwrap()).collect();
     assert!(kinds.len() >= 6, "question kinds {kinds:?}");
     let scored = score(&recs, extra);
     for r in &scored {
@@ -79,7 +81,10 @@ fn sqlite_reference_solutions_score_one_wrong_ones_zero() {
     let mut recs = tasks("3", "4", "1");
     for r in recs.iter_mut() {
         let gold = r["label"]["gold"].as_str().unwrap();
-        r["response"] = json!(format!("<tool_call>\n{}\n</tool_call>The query above answers it.", json!({"name": "sql", "arguments": {"query": gold}})));
+        r["response"] = json!(format!(
+            "<tool_call>\n{}\n</tool_call>The query above answers it.",
+            json!({"name": "sql", "arguments": {"query": gold}})
+        ));
     }
     let out = jsonl(&run("arl-reward", &["--rm", "auto", "-q"], &to_jsonl(&recs)).ok().stdout);
     for r in &out {
@@ -200,7 +205,10 @@ fn postgres_same_task_set_and_hostile_queries() {
 #[test]
 fn postgres_episode_cannot_see_another_episodes_schema() {
     let pg = pg_util::Postgres::start();
-    let task = arl_env::sql::TaskDb { setup: "CREATE TABLE secret (x INTEGER); INSERT INTO secret VALUES (42);".into(), writable: false };
+    let task = arl_env::sql::TaskDb {
+        setup: "CREATE TABLE secret (x INTEGER); INSERT INTO secret VALUES (42);".into(),
+        writable: false,
+    };
     let limits = arl_env::sql::Limits::default();
     let backend = arl_env::sql::Backend::Postgres(pg.admin_url.clone());
     let mut a = arl_env::sql::Db::open(&backend, &task, limits).unwrap();
@@ -208,9 +216,13 @@ fn postgres_episode_cannot_see_another_episodes_schema() {
     assert_eq!(a.query("SELECT x FROM secret").unwrap().rows.len(), 1);
     let other: String = {
         let mut c = pg.client();
-        let rows = c.query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'arl_ep_%' ORDER BY nspname", &[]).unwrap();
+        let rows =
+            c.query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'arl_ep_%' ORDER BY nspname", &[]).unwrap();
         assert_eq!(rows.len(), 2);
-        rows.iter().map(|r| r.get::<_, String>(0)).find(|n| a.query(&format!("SELECT x FROM {n}.secret")).is_err()).expect("b's schema")
+        rows.iter()
+            .map(|r| r.get::<_, String>(0))
+            .find(|n| a.query(&format!("SELECT x FROM {n}.secret")).is_err())
+            .expect("b's schema")
     };
     let e = a.query(&format!("SELECT x FROM {other}.secret")).unwrap_err();
     assert!(matches!(e, arl_env::sql::QueryError::Denied(_)), "{e}");
@@ -253,10 +265,32 @@ fn serve_scripted_sql(p: &std::path::Path, sql_url: &[&str]) {
         let question = &q[q.find("Question: ").unwrap()..q.find("\n\nUse the").unwrap()];
         scripts.push(json!({"when": question, "completion": msgs[1]["content"]}).to_string());
     }
-    scripts.push(json!({"when": "</tool_response>", "completion": "The query above answers the question."}).to_string());
+    scripts
+        .push(json!({"when": "</tool_response>", "completion": "The query above answers the question."}).to_string());
     std::fs::write(p.join("script.jsonl"), scripts.join("\n")).unwrap();
-    let server = serve_util::Server::start(&["--model-path", p.join("model").to_str().unwrap(), "--scripted", p.join("script.jsonl").to_str().unwrap()]);
-    let mut args = vec!["-q", "-i", "tasks.jsonl", "--endpoint", &server.url, "--tokenizer", "model", "--tools", "sql", "--max-turns", "3", "-n", "2", "-o", "roll.jsonl"];
+    let server = serve_util::Server::start(&[
+        "--model-path",
+        p.join("model").to_str().unwrap(),
+        "--scripted",
+        p.join("script.jsonl").to_str().unwrap(),
+    ]);
+    let mut args = vec![
+        "-q",
+        "-i",
+        "tasks.jsonl",
+        "--endpoint",
+        &server.url,
+        "--tokenizer",
+        "model",
+        "--tools",
+        "sql",
+        "--max-turns",
+        "3",
+        "-n",
+        "2",
+        "-o",
+        "roll.jsonl",
+    ];
     args.extend_from_slice(sql_url);
     let out = run_in(p, "arl-rollout", &args, b"").ok();
     drop(out);
@@ -285,7 +319,8 @@ fn check_masks(r: &Value, rows: &str) {
     let toks: Vec<u64> = r["tokens"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
     let pl = r["prompt_len"].as_u64().unwrap() as usize;
     assert_eq!(mask.len(), toks.len() - pl);
-    let zeros: Vec<u8> = toks[pl..].iter().zip(&mask).filter(|(t, m)| **m == 0 && **t < 256).map(|(t, _)| *t as u8).collect();
+    let zeros: Vec<u8> =
+        toks[pl..].iter().zip(&mask).filter(|(t, m)| **m == 0 && **t < 256).map(|(t, _)| *t as u8).collect();
     let text = String::from_utf8_lossy(&zeros);
     assert!(text.contains(rows), "masked text {text:?}");
     assert!(mask.iter().filter(|m| **m == 1).count() > 0);

@@ -32,7 +32,11 @@ fn chromium() -> Option<std::path::PathBuf> {
 use common::{prompts_of, to_jsonl, EnvServer as Env};
 
 fn tasks(n: &str, level: &str, seed: &str) -> Vec<Value> {
-    jsonl(&run("arl-tasks", &["web", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"").ok().stdout)
+    jsonl(
+        &run("arl-tasks", &["web", "-n", n, "--difficulty", level, "--seed", seed, "--with-solutions", "-q"], b"")
+            .ok()
+            .stdout,
+    )
 }
 
 fn score(env: &Env, recs: &[Value]) -> Vec<Value> {
@@ -50,7 +54,8 @@ fn web_reference_solutions_reach_reward_one_in_the_browser() {
     }
     let env = Env::start(&[]);
     let recs = tasks("9", "4", "3");
-    let kinds: std::collections::BTreeSet<&str> = recs.iter().map(|r| r["metadata"]["kind"].as_str().unwrap()).collect();
+    let kinds: std::collections::BTreeSet<&str> =
+        recs.iter().map(|r| r["metadata"]["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.len(), 3, "every kind of task: {kinds:?}");
     // Broken copies: the last call (the submit) left out, or another value typed/selected.
     let mut broken = Vec::new();
@@ -74,13 +79,21 @@ fn web_reference_solutions_reach_reward_one_in_the_browser() {
         assert_eq!(d["mode"], "replayed");
         assert_eq!(d["call_errors"], 0, "{d}");
         // The replay episode is gone once scored.
-        let code = http().get(format!("{}/web/episodes/{}", env.url, d["episode_id"].as_str().unwrap())).send().unwrap().status().as_u16();
+        let code = http()
+            .get(format!("{}/web/episodes/{}", env.url, d["episode_id"].as_str().unwrap()))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16();
         assert_eq!(code, 404);
     }
     for r in &scored[9..] {
         assert_eq!(r["reward"], 0.0, "{}", r["reward_detail"]);
         let why = r["reward_detail"]["reason"].as_str().unwrap();
-        assert!(why.contains("no sign-up") || why.contains("wishlist holds []") || why.contains("0 orders placed"), "{why}");
+        assert!(
+            why.contains("no sign-up") || why.contains("wishlist holds []") || why.contains("0 orders placed"),
+            "{why}"
+        );
     }
     // A demonstration with another name typed fails with the field named.
     let signup = recs.iter().find(|r| r["metadata"]["kind"] == "signup").unwrap();
@@ -109,7 +122,11 @@ fn serve_page(page: String, probe: &'static str) -> (String, Arc<AtomicUsize>) {
                 h.fetch_add(1, Ordering::SeqCst);
             }
             let body = if head.starts_with("GET /favicon") { String::new() } else { page.clone() };
-            let _ = write!(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     (addr, hits)
@@ -136,7 +153,12 @@ fn browser_actions_contexts_and_isolation() {
     );
     let (task_addr, same_origin_hits) = serve_page(page, "same-origin-probe");
     let env = Env::start(&[]);
-    let b = cdp::Browser::launch(&cdp::LaunchOpts { chromium, allow: vec![task_addr.clone(), env.hostport()], timeout: Duration::from_secs(15) }).expect("launch");
+    let b = cdp::Browser::launch(&cdp::LaunchOpts {
+        chromium,
+        allow: vec![task_addr.clone(), env.hostport()],
+        timeout: Duration::from_secs(15),
+    })
+    .expect("launch");
     assert!(b.version().unwrap().contains("Chrome"), "{:?}", b.version());
 
     // Isolation.
@@ -178,7 +200,12 @@ fn browser_actions_contexts_and_isolation() {
     assert!(o.text.contains("URL: /\n") && o.text.contains("[4] link \"Create an account\""), "{}", o.text);
     let o = sess.act("click", &json!({"id": 4}));
     assert!(o.text.contains("URL: /signup"), "{}", o.text);
-    assert!(o.text.contains("[4] textbox \"name\" value=\"\"") && o.text.contains("[6] select \"plan\" options: \"Free\", \"Pro\", \"Team\" selected=\"Free\""), "{}", o.text);
+    assert!(
+        o.text.contains("[4] textbox \"name\" value=\"\"")
+            && o.text.contains("[6] select \"plan\" options: \"Free\", \"Pro\", \"Team\" selected=\"Free\""),
+        "{}",
+        o.text
+    );
     let o = sess.act("type", &json!({"id": 4, "text": "Ada Lind"}));
     assert!(o.text.contains("value=\"Ada Lind\""), "{}", o.text);
     assert!(sess.act("select", &json!({"id": 6, "value": "team"})).text.contains("selected=\"Team\""));
@@ -193,11 +220,19 @@ fn browser_actions_contexts_and_isolation() {
     let o = sess.act("back", &json!({}));
     assert!(o.text.contains("URL: /signup"), "{}", o.text);
     let st: Value = http().get(format!("{}/web/episodes/{ep}", env.url)).send().unwrap().json().unwrap();
-    assert_eq!(st["signups"], json!([{"name": "Ada Lind", "email": "", "plan": "Team", "country": "Austria", "newsletter": true}]));
+    assert_eq!(
+        st["signups"],
+        json!([{"name": "Ada Lind", "email": "", "plan": "Team", "country": "Austria", "newsletter": true}])
+    );
     // Search with Enter, and the cap on the observation.
     let o = sess.act("open", &json!({"url": "search"}));
     let o2 = sess.act("type", &json!({"id": 4, "text": "kettle", "press_enter": true}));
-    assert!(o2.text.contains("URL: /search?q=kettle") && o2.text.contains("[6] link \"Steel kettle\""), "{}\n{}", o.text, o2.text);
+    assert!(
+        o2.text.contains("URL: /search?q=kettle") && o2.text.contains("[6] link \"Steel kettle\""),
+        "{}\n{}",
+        o.text,
+        o2.text
+    );
     let small = Session::new(b.new_page().unwrap(), &env.url, ep, 40);
     let o = small.act("open", &json!({"url": "/"}));
     assert!(o.text.contains("more characters; scroll down"), "{}", o.text);
@@ -220,14 +255,45 @@ fn rollout_with_browser_tools_records_episodes_and_reaches_goals() {
     let prompts = prompts_of(&recs);
     std::fs::write(p.join("tasks.jsonl"), to_jsonl(&prompts)).unwrap();
     // Turn 1: all the reference calls at once; turn 2 (after the pages): done.
-    let mut scripts: Vec<String> = recs.iter().map(|r| json!({"when": r["prompt"], "completion": r["response"].as_str().unwrap().trim_end_matches("Done.")}).to_string()).collect();
+    let mut scripts: Vec<String> = recs
+        .iter()
+        .map(|r| {
+            json!({"when": r["prompt"], "completion": r["response"].as_str().unwrap().trim_end_matches("Done.")})
+                .to_string()
+        })
+        .collect();
     scripts.push(json!({"when": "<tool_response>", "completion": "Done."}).to_string());
     std::fs::write(p.join("script.jsonl"), scripts.join("\n")).unwrap();
-    let server = serve_util::Server::start(&["--model-path", p.join("model").to_str().unwrap(), "--scripted", p.join("script.jsonl").to_str().unwrap()]);
+    let server = serve_util::Server::start(&[
+        "--model-path",
+        p.join("model").to_str().unwrap(),
+        "--scripted",
+        p.join("script.jsonl").to_str().unwrap(),
+    ]);
     run_in(
         p,
         "arl-rollout",
-        &["-q", "-i", "tasks.jsonl", "--endpoint", &server.url, "--tokenizer", "model", "--web", &env.url, "--web-max-chars", "1500", "--max-turns", "3", "--max-response-len", "60000", "-n", "2", "-o", "roll.jsonl"],
+        &[
+            "-q",
+            "-i",
+            "tasks.jsonl",
+            "--endpoint",
+            &server.url,
+            "--tokenizer",
+            "model",
+            "--web",
+            &env.url,
+            "--web-max-chars",
+            "1500",
+            "--max-turns",
+            "3",
+            "--max-response-len",
+            "60000",
+            "-n",
+            "2",
+            "-o",
+            "roll.jsonl",
+        ],
         b"",
     )
     .ok();
@@ -240,12 +306,20 @@ fn rollout_with_browser_tools_records_episodes_and_reaches_goals() {
         assert_eq!(r["status"], "completed");
         assert!(ids.insert(r["metadata"]["episode_id"].as_str().unwrap().to_string()), "one episode per sample");
         let pl = r["prompt_len"].as_u64().unwrap() as usize;
-        let toks: Vec<u8> = r["tokens"].as_array().unwrap()[..pl].iter().filter_map(|x| x.as_u64().filter(|t| *t < 256).map(|t| t as u8)).collect();
+        let toks: Vec<u8> = r["tokens"].as_array().unwrap()[..pl]
+            .iter()
+            .filter_map(|x| x.as_u64().filter(|t| *t < 256).map(|t| t as u8))
+            .collect();
         assert!(String::from_utf8_lossy(&toks).contains("\"name\": \"click\""), "the browser tools are offered");
         // The pages are in the masked (tool) tokens.
         let mask: Vec<u64> = r["loss_mask"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
         let resp = &r["tokens"].as_array().unwrap()[pl..];
-        let masked: Vec<u8> = resp.iter().zip(&mask).filter(|(t, m)| **m == 0 && t.as_u64().unwrap() < 256).map(|(t, _)| t.as_u64().unwrap() as u8).collect();
+        let masked: Vec<u8> = resp
+            .iter()
+            .zip(&mask)
+            .filter(|(t, m)| **m == 0 && t.as_u64().unwrap() < 256)
+            .map(|(t, _)| t.as_u64().unwrap() as u8)
+            .collect();
         let masked = String::from_utf8_lossy(&masked);
         assert!(masked.contains("Title: ") && masked.contains("[1] link \"Home\""), "{masked}");
     }
@@ -273,26 +347,54 @@ fn web_environment_on_the_tiny_model() {
     let p = d.path();
     let cfg = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/golden/tiny.json");
     run_in(p, "arl-train", &["make-tokenizer", "--out", "tok"], b"").ok();
-    run_in(p, "arl-train", &["init", "--config", cfg.to_str().unwrap(), "--tokenizer", "tok", "--out", "m", "--seed", "4"], b"").ok();
+    run_in(
+        p,
+        "arl-train",
+        &["init", "--config", cfg.to_str().unwrap(), "--tokenizer", "tok", "--out", "m", "--seed", "4"],
+        b"",
+    )
+    .ok();
     let server = serve_util::Server::start(&["--model-path", p.join("m").to_str().unwrap(), "--cpu-threads", "1"]);
     run_in(p, "arl-tasks", &["web", "-n", "2", "-o", "web.jsonl"], b"").ok();
     run_in(
         p,
         "arl-rollout",
-        &["-q", "--endpoint", &server.url, "--tokenizer", "m", "-n", "2", "--max-turns", "2", "--max-response-len", "24", "--temperature", "1.0", "-i", "web.jsonl", "--web", &env.url, "-o", "roll.jsonl"],
+        &[
+            "-q",
+            "--endpoint",
+            &server.url,
+            "--tokenizer",
+            "m",
+            "-n",
+            "2",
+            "--max-turns",
+            "2",
+            "--max-response-len",
+            "24",
+            "--temperature",
+            "1.0",
+            "-i",
+            "web.jsonl",
+            "--web",
+            &env.url,
+            "-o",
+            "roll.jsonl",
+        ],
         b"",
     )
     .ok();
     // Records without an episode (no browser call) are replayed: their
     // (absent or garbled) calls run in the browser too.
-    run_in(p, "arl-reward", &["-q", "--rm", "auto", "--web", &env.url, "-i", "roll.jsonl", "-o", "scored.jsonl"], b"").ok();
+    run_in(p, "arl-reward", &["-q", "--rm", "auto", "--web", &env.url, "-i", "roll.jsonl", "-o", "scored.jsonl"], b"")
+        .ok();
     let recs = jsonl(&std::fs::read(p.join("scored.jsonl")).unwrap());
     assert_eq!(recs.len(), 4);
     for r in &recs {
         let pl = r["prompt_len"].as_u64().unwrap() as usize;
         let toks = r["tokens"].as_array().unwrap();
         assert_eq!(toks.len(), pl + r["loss_mask"].as_array().unwrap().len());
-        let prompt: String = toks[..pl].iter().map(|t| t.as_u64().unwrap()).filter(|t| *t < 128).map(|t| t as u8 as char).collect();
+        let prompt: String =
+            toks[..pl].iter().map(|t| t.as_u64().unwrap()).filter(|t| *t < 128).map(|t| t as u8 as char).collect();
         assert!(prompt.contains("\"name\": \"select\""), "browser tools not offered in {prompt}");
         let reward = r["reward"].as_f64().expect("reward");
         assert!(reward == 0.0 || reward == 1.0);

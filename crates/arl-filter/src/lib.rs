@@ -122,10 +122,11 @@ fn oldest_version(r: &Record) -> Result<Option<u64>, String> {
     };
     let mut oldest: Option<u64> = None;
     for s in v {
-        let n: u64 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("field `weight_versions`: `{s}` is not a decimal step number; staleness compares versions as integers"))?;
+        let n: u64 = s.trim().parse().map_err(|_| {
+            format!(
+                "field `weight_versions`: `{s}` is not a decimal step number; staleness compares versions as integers"
+            )
+        })?;
         oldest = Some(oldest.map_or(n, |o| o.min(n)));
     }
     if oldest.is_none() {

@@ -5,13 +5,13 @@
 //! unchanged, and reports on stderr (and with `--stats-json` in a file) how
 //! many records and groups were kept and dropped, by reason. The decisions
 //! live in [`arl_filter`]. Exit codes: see [`arl_core::cli::exit`].
+use anyhow::{Context, Result};
 use arl_core::args::{InputArgs, OutputArgs};
 use arl_core::cli::{self, EXIT_CODES_HELP};
-use arl_filter::{Rules, Tally};
 use arl_core::group::{Group, Grouper};
 use arl_core::io::AtomicFile;
 use arl_core::record::{Record, Status};
-use anyhow::{Context, Result};
+use arl_filter::{Rules, Tally};
 use clap::Parser;
 use std::collections::HashMap;
 use std::io::Write;

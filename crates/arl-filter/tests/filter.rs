@@ -1,7 +1,7 @@
 //! `arl-filter` end to end through the real binary: DAPO dynamic sampling on
 //! 1,000 groups, record filters, over-sampling cut, and the stats adding up.
-use arl_testkit::common;
 use arl_core::rng::Rng;
+use arl_testkit::common;
 use common::{jsonl, run, run_in, tmpdir};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -48,7 +48,13 @@ fn drop_zero_std_on_1000_groups() {
     let n_const = groups - varying.len();
     assert!(n_const > 200 && n_const < 400);
     let dir = tmpdir();
-    let r = run_in(dir.path(), "arl-filter", &["--drop-zero-std", "--stats-json", "stats.json", "-o", "out.jsonl"], &lines(&recs)).ok();
+    let r = run_in(
+        dir.path(),
+        "arl-filter",
+        &["--drop-zero-std", "--stats-json", "stats.json", "-o", "out.jsonl"],
+        &lines(&recs),
+    )
+    .ok();
     let out = jsonl(&std::fs::read(dir.path().join("out.jsonl")).unwrap());
     assert_eq!(ids(&out), varying);
     assert_eq!(out.len(), varying.len() * size);
@@ -62,11 +68,19 @@ fn drop_zero_std_on_1000_groups() {
     assert_eq!(st["groups"]["kept"], varying.len() as u64);
     assert_eq!(st["dropped_by_reason"]["zero_std"], json!({"records": n_const * size, "groups": n_const}));
     assert!(
-        r.stderr.contains(&format!("kept {} of {total} records ({} of {groups} groups)", varying.len() * size, varying.len())),
+        r.stderr.contains(&format!(
+            "kept {} of {total} records ({} of {groups} groups)",
+            varying.len() * size,
+            varying.len()
+        )),
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains(&format!("dropped by zero_std: {} records, {n_const} groups", n_const * size)), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("dropped by zero_std: {} records, {n_const} groups", n_const * size)),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -76,7 +90,7 @@ fn record_filters_group_size_and_keep_groups() {
         rec("a", 1, 0.0, "truncated", 5, 10), // status
         rec("b", 0, 1.0, "completed", 1, 10), // too short
         rec("b", 1, 0.0, "completed", 5, 10),
-        rec("c", 0, 1.0, "completed", 5, 6), // stale: 10 - 6 > 3
+        rec("c", 0, 1.0, "completed", 5, 6),   // stale: 10 - 6 > 3
         rec("c", 1, 0.0, "completed", 50, 10), // too long
         rec("d", 0, 1.0, "completed", 5, 9),
         rec("d", 1, 0.0, "aborted", 5, 9),
@@ -88,8 +102,18 @@ fn record_filters_group_size_and_keep_groups() {
     ];
     let dir = tmpdir();
     let args = [
-        "--drop-status", "truncated,aborted", "--min-response-len", "2", "--max-response-len", "10",
-        "--current-version", "10", "--max-staleness", "3", "--stats-json", "s.json",
+        "--drop-status",
+        "truncated,aborted",
+        "--min-response-len",
+        "2",
+        "--max-response-len",
+        "10",
+        "--current-version",
+        "10",
+        "--max-staleness",
+        "3",
+        "--stats-json",
+        "s.json",
     ];
     // Without group filters: records stream one by one.
     let r = run_in(dir.path(), "arl-filter", &args, &lines(&recs)).ok();

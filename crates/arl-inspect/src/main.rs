@@ -9,12 +9,12 @@
 //!
 //! Reads JSONL or Parquet (detected from content). Exit codes: see
 //! [`arl_core::cli::exit`].
+use anyhow::{Context, Result};
+use arl_chat::tokenizer::Tokenizer;
 use arl_core::args::{InputArgs, OutputArgs};
 use arl_core::cli::{self, EXIT_CODES_HELP};
 use arl_core::record::Record;
 use arl_core::stats::Stats;
-use arl_chat::tokenizer::Tokenizer;
-use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
@@ -300,7 +300,10 @@ pub fn render(pos: &arl_core::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_
             Some(msgs) => {
                 for m in msgs {
                     let role = m.get("role").and_then(|x| x.as_str()).unwrap_or("?");
-                    let content = m.get("content").map(|c| c.as_str().map(str::to_string).unwrap_or(c.to_string())).unwrap_or_default();
+                    let content = m
+                        .get("content")
+                        .map(|c| c.as_str().map(str::to_string).unwrap_or(c.to_string()))
+                        .unwrap_or_default();
                     s += &format!("{}: {content}\n", st.wrap("36", role));
                 }
             }
@@ -315,7 +318,8 @@ pub fn render(pos: &arl_core::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_
         s += "\n";
         for m in msgs {
             let role = m.get("role").and_then(|x| x.as_str()).unwrap_or("?");
-            let content = m.get("content").map(|c| c.as_str().map(str::to_string).unwrap_or(c.to_string())).unwrap_or_default();
+            let content =
+                m.get("content").map(|c| c.as_str().map(str::to_string).unwrap_or(c.to_string())).unwrap_or_default();
             s += &format!("{}: {content}\n", st.wrap("36", role));
             if let Some(tc) = m.get("tool_calls") {
                 s += &format!("  tool_calls: {tc}\n");
@@ -364,8 +368,18 @@ pub fn render(pos: &arl_core::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_
                     s += "\n";
                     s += "      i       id mask    logprob  advantage  token\n";
                     for (i, &id) in ids.iter().enumerate() {
-                        let lp = r.rollout_log_probs.as_ref().and_then(|v| v.get(i)).map(|x| format!("{x:10.4}")).unwrap_or(format!("{:>10}", "-"));
-                        let adv = r.advantages.as_ref().and_then(|v| v.get(i)).map(|x| format!("{x:10.4}")).unwrap_or(format!("{:>10}", "-"));
+                        let lp = r
+                            .rollout_log_probs
+                            .as_ref()
+                            .and_then(|v| v.get(i))
+                            .map(|x| format!("{x:10.4}"))
+                            .unwrap_or(format!("{:>10}", "-"));
+                        let adv = r
+                            .advantages
+                            .as_ref()
+                            .and_then(|v| v.get(i))
+                            .map(|x| format!("{x:10.4}"))
+                            .unwrap_or(format!("{:>10}", "-"));
                         let piece = format!("{:?}", t.decode(&[id]));
                         let mark = if mask[i] != 0 { "+" } else { "-" };
                         s += &format!("{i:7} {id:8} {mark:>4} {lp} {adv}  {piece}\n");

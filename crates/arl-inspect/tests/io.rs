@@ -1,9 +1,9 @@
 //! The record formats end to end through the real binaries: lossless
 //! JSONL ⇄ Parquet round trips, format detection from content, bad-record
 //! policy, atomic outputs, broken pipes, and what pyarrow sees.
-use arl_testkit::common;
 use arl_core::record::{Record, Status};
 use arl_core::rng::Rng;
+use arl_testkit::common;
 use common::*;
 use serde_json::json;
 use std::path::Path;
@@ -23,7 +23,11 @@ fn make_records(n: usize, seed: u64, max_resp: usize) -> Vec<Record> {
                 sample_index: Some((i % 8) as u32),
                 data_source: Some(if i % 3 == 0 { "math".into() } else { "code".into() }),
                 prompt: Some(format!("What is {i} + 1? \"quoted\" ünïcode ✓")),
-                label: Some(if i % 2 == 0 { json!(format!("{}", i + 1)) } else { json!({"tests": ["assert f(2) == 4"]}) }),
+                label: Some(if i % 2 == 0 {
+                    json!(format!("{}", i + 1))
+                } else {
+                    json!({"tests": ["assert f(2) == 4"]})
+                }),
                 tokens: Some(tokens),
                 prompt_len: Some(plen as u32),
                 response: Some(format!("The answer is \\boxed{{{}}}\n", i + 1)),

@@ -22,8 +22,8 @@ mod normalize;
 
 use expr::{eval, num_eq, parse_expr, vars};
 pub use extract::{answer_line, boxed_all, strip_end_marker};
-use normalize::{clean, finish, hedge, top_level_split};
 pub use normalize::normalize;
+use normalize::{clean, finish, hedge, top_level_split};
 
 /// Grading settings.
 #[derive(Debug, Clone, Default)]
@@ -106,7 +106,8 @@ fn equal_one(a: &str, l: &str, tol: f64) -> (bool, &'static str) {
             // Equal as functions at fixed, unremarkable points.
             const POINTS: [f64; 3] = [0.7183, 1.4142, 2.2361];
             for k in 0..3 {
-                let env: Vec<(char, f64)> = vs.iter().enumerate().map(|(i, c)| (*c, POINTS[(k + i) % 3] + i as f64 * 0.37)).collect();
+                let env: Vec<(char, f64)> =
+                    vs.iter().enumerate().map(|(i, c)| (*c, POINTS[(k + i) % 3] + i as f64 * 0.37)).collect();
                 let (p, q) = (eval(&x, &env).f(), eval(&y, &env).f());
                 if !(p.is_finite() && q.is_finite() && (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0)) {
                     return (false, "symbolic");
@@ -120,7 +121,10 @@ fn equal_one(a: &str, l: &str, tol: f64) -> (bool, &'static str) {
 
 fn strip_brackets(s: &str) -> (&str, bool) {
     let b = s.as_bytes();
-    if b.len() >= 2 && matches!((b[0], b[b.len() - 1]), (b'(', b')') | (b'[', b']') | (b'{', b'}')) && top_level_split(&s[1..s.len() - 1]).len() > 1 {
+    if b.len() >= 2
+        && matches!((b[0], b[b.len() - 1]), (b'(', b')') | (b'[', b']') | (b'{', b'}'))
+        && top_level_split(&s[1..s.len() - 1]).len() > 1
+    {
         (&s[1..s.len() - 1], true)
     } else {
         (s, false)
@@ -148,7 +152,15 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
         Some(b) => (Some(*b), Some("boxed")),
         None => (answer_line(response), answer_line(response).map(|_| "answer_line")),
     };
-    let mut v = MathVerdict { correct: false, extracted: extracted.map(str::to_string), source, normalized: None, label_normalized: label_norm.clone(), how: "no_answer", hedge: None };
+    let mut v = MathVerdict {
+        correct: false,
+        extracted: extracted.map(str::to_string),
+        source,
+        normalized: None,
+        label_normalized: label_norm.clone(),
+        how: "no_answer",
+        hedge: None,
+    };
     let Some(mut ex) = extracted else { return v };
     // `\boxed{\boxed{4}}`: the innermost box is the answer.
     while let Some(inner) = boxed_all(ex).pop() {

@@ -2,11 +2,78 @@
 //! tradition, and the hedges that score 0.
 
 const UNITS: &[&str] = &[
-    "cm", "mm", "km", "m", "meters", "meter", "metres", "centimeters", "inches", "inch", "in", "feet", "foot", "ft", "yards",
-    "miles", "mile", "mph", "kg", "g", "grams", "pounds", "lbs", "lb", "ounces", "oz", "liters", "litres", "l", "ml", "gallons",
-    "seconds", "second", "sec", "s", "minutes", "minute", "min", "hours", "hour", "hr", "days", "day", "weeks", "years", "year",
-    "dollars", "dollar", "cents", "cent", "degrees", "degree", "units", "unit", "sq", "square", "cubic", "people", "students",
-    "apples", "items", "books", "points", "percent", "times", "ways", "cookies", "marbles", "pages", "children", "boxes", "cups",
+    "cm",
+    "mm",
+    "km",
+    "m",
+    "meters",
+    "meter",
+    "metres",
+    "centimeters",
+    "inches",
+    "inch",
+    "in",
+    "feet",
+    "foot",
+    "ft",
+    "yards",
+    "miles",
+    "mile",
+    "mph",
+    "kg",
+    "g",
+    "grams",
+    "pounds",
+    "lbs",
+    "lb",
+    "ounces",
+    "oz",
+    "liters",
+    "litres",
+    "l",
+    "ml",
+    "gallons",
+    "seconds",
+    "second",
+    "sec",
+    "s",
+    "minutes",
+    "minute",
+    "min",
+    "hours",
+    "hour",
+    "hr",
+    "days",
+    "day",
+    "weeks",
+    "years",
+    "year",
+    "dollars",
+    "dollar",
+    "cents",
+    "cent",
+    "degrees",
+    "degree",
+    "units",
+    "unit",
+    "sq",
+    "square",
+    "cubic",
+    "people",
+    "students",
+    "apples",
+    "items",
+    "books",
+    "points",
+    "percent",
+    "times",
+    "ways",
+    "cookies",
+    "marbles",
+    "pages",
+    "children",
+    "boxes",
+    "cups",
 ];
 
 fn is_unit_word(w: &str) -> bool {
@@ -19,14 +86,25 @@ fn unwrap_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     'outer: loop {
-        for kw in ["\\text{", "\\textbf{", "\\textit{", "\\mathrm{", "\\mathbf{", "\\mbox{", "\\textrm{", "\\operatorname{"] {
+        for kw in
+            ["\\text{", "\\textbf{", "\\textit{", "\\mathrm{", "\\mathbf{", "\\mbox{", "\\textrm{", "\\operatorname{"]
+        {
             if let Some(p) = rest.find(kw) {
                 // Take the earliest wrapper first.
-                let earliest = ["\\text{", "\\textbf{", "\\textit{", "\\mathrm{", "\\mathbf{", "\\mbox{", "\\textrm{", "\\operatorname{"]
-                    .iter()
-                    .filter_map(|k| rest.find(k).map(|q| (q, k.len())))
-                    .min()
-                    .unwrap_or((p, kw.len()));
+                let earliest = [
+                    "\\text{",
+                    "\\textbf{",
+                    "\\textit{",
+                    "\\mathrm{",
+                    "\\mathbf{",
+                    "\\mbox{",
+                    "\\textrm{",
+                    "\\operatorname{",
+                ]
+                .iter()
+                .filter_map(|k| rest.find(k).map(|q| (q, k.len())))
+                .min()
+                .unwrap_or((p, kw.len()));
                 let (p, l) = earliest;
                 out.push_str(&rest[..p]);
                 let body = &rest[p + l..];
@@ -169,7 +247,11 @@ fn strip_thousands(s: &str) -> String {
             }
             let run = i - k;
             let before_ok = run >= 1 && run <= 3 && (k == 0 || !matches!(b[k - 1], b'.'));
-            if next3.len() == 3 && next3.iter().all(u8::is_ascii_digit) && !after.is_some_and(|c| c.is_ascii_digit()) && before_ok {
+            if next3.len() == 3
+                && next3.iter().all(u8::is_ascii_digit)
+                && !after.is_some_and(|c| c.is_ascii_digit())
+                && before_ok
+            {
                 i += 1;
                 continue;
             }
@@ -212,7 +294,12 @@ pub(crate) fn finish(s: &str) -> String {
     // `x = 5`, `n=5`: keep the right-hand side when the left is a short name.
     if let Some(p) = t.rfind('=') {
         let lhs = t[..p].trim();
-        if !lhs.is_empty() && lhs.len() <= 12 && !lhs.contains(['<', '>', '\\']) && lhs.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ' || c == '(' || c == ')') && !t[p + 1..].trim().is_empty() {
+        if !lhs.is_empty()
+            && lhs.len() <= 12
+            && !lhs.contains(['<', '>', '\\'])
+            && lhs.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ' || c == '(' || c == ')')
+            && !t[p + 1..].trim().is_empty()
+        {
             t = t[p + 1..].trim();
         }
     }
@@ -224,7 +311,11 @@ pub(crate) fn finish(s: &str) -> String {
     let mut u: String = words.concat();
     // `12cm`: a known unit glued to a number.
     if let Some(p) = u.find(|c: char| c.is_ascii_alphabetic()) {
-        if p > 0 && u[..p].bytes().all(|c| c.is_ascii_digit() || c == b'.') && is_unit_word(&u[p..]) && u[p..].len() >= 2 {
+        if p > 0
+            && u[..p].bytes().all(|c| c.is_ascii_digit() || c == b'.')
+            && is_unit_word(&u[p..])
+            && u[p..].len() >= 2
+        {
             u.truncate(p);
         }
     }

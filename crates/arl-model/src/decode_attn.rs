@@ -20,13 +20,20 @@ use tch::{Device, Kind, Tensor};
 pub fn decode_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &[usize], lens: &[usize]) -> Tensor {
     let (b, t, nh, hd) = q.size4().expect("q [B,1,nh,hd]");
     let (ns, nkv, cap, hd2) = k.size4().expect("cache [S,nkv,cap,hd]");
-    assert!(t == 1 && hd == hd2 && v.size() == k.size(), "decode attention shapes: q {:?}, k {:?}, v {:?}", q.size(), k.size(), v.size());
+    assert!(
+        t == 1 && hd == hd2 && v.size() == k.size(),
+        "decode attention shapes: q {:?}, k {:?}, v {:?}",
+        q.size(),
+        k.size(),
+        v.size()
+    );
     assert!(q.device() == Device::Cpu && q.kind() == Kind::Float && k.kind() == Kind::Float && v.kind() == Kind::Float);
     assert!(k.is_contiguous() && v.is_contiguous(), "the cache is contiguous");
     assert!(slots.len() == b as usize && lens.len() == b as usize && nh % nkv == 0);
     assert!(slots.iter().zip(lens).all(|(&s, &l)| (s as i64) < ns && l as i64 <= cap && l > 0));
     let q = q.contiguous();
-    let dims = Dims { nh: nh as usize, rep: (nh / nkv) as usize, nkv: nkv as usize, cap: cap as usize, hd: hd as usize };
+    let dims =
+        Dims { nh: nh as usize, rep: (nh / nkv) as usize, nkv: nkv as usize, cap: cap as usize, hd: hd as usize };
     let n = (ns * nkv * cap * hd) as usize;
     // SAFETY: float32 CPU tensors, contiguous (asserted above; `q` made so),
     // alive for this call, and nothing writes them while we read.
@@ -135,7 +142,15 @@ mod avx {
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn heads<const C: usize, const U: usize>(qs: &[f32], ks: &[f32], vs: &[f32], slots: &[usize], lens: &[usize], d: &Dims, out: &mut [f32]) {
+    pub unsafe fn heads<const C: usize, const U: usize>(
+        qs: &[f32],
+        ks: &[f32],
+        vs: &[f32],
+        slots: &[usize],
+        lens: &[usize],
+        d: &Dims,
+        out: &mut [f32],
+    ) {
         let hd = 8 * C;
         debug_assert_eq!(hd, d.hd);
         let scale = 1.0 / (hd as f32).sqrt();
@@ -161,7 +176,8 @@ mod avx {
                     let a: [__m256; 8] = std::array::from_fn(|j| dot(&blk[j * hd..(j + 1) * hd]));
                     let u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
                     let u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-                    let sums = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+                    let sums =
+                        _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
                     _mm256_storeu_ps(s[p..p + 8].as_mut_ptr(), _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
                     p += 8;
                 }
@@ -281,9 +297,18 @@ mod tests {
                 let rep = nh / nkv;
                 let kk = k.get(s as i64).narrow(1, 0, l as i64).repeat_interleave_self_int(rep, 0, None).unsqueeze(0);
                 let vv = v.get(s as i64).narrow(1, 0, l as i64).repeat_interleave_self_int(rep, 0, None).unsqueeze(0);
-                let want = Tensor::scaled_dot_product_attention(&q.narrow(0, i as i64, 1), &kk, &vv, None::<Tensor>, 0.0, false, None, false)
-                    .transpose(1, 2)
-                    .reshape([1, 1, nh * hd]);
+                let want = Tensor::scaled_dot_product_attention(
+                    &q.narrow(0, i as i64, 1),
+                    &kk,
+                    &vv,
+                    None::<Tensor>,
+                    0.0,
+                    false,
+                    None,
+                    false,
+                )
+                .transpose(1, 2)
+                .reshape([1, 1, nh * hd]);
                 let diff = f64::try_from((got.narrow(0, i as i64, 1) - &want).abs().max()).unwrap();
                 assert!(diff < 1e-5, "hd {hd}, sequence {i}: max difference {diff}");
             }

@@ -7,8 +7,8 @@
 //! `modeling_qwen3.py` and `modeling_llama.py`.
 pub mod amp;
 pub mod config;
-pub mod device;
 mod decode_attn;
+pub mod device;
 mod net;
 pub mod weights;
 

@@ -34,11 +34,7 @@ impl Linear {
         }
         tch::no_grad(|| {
             let w = Tensor::cat(&parts.iter().map(|p| &p.w).collect::<Vec<_>>(), 0);
-            let b = parts
-                .iter()
-                .map(|p| p.b.as_ref())
-                .collect::<Option<Vec<_>>>()
-                .map(|bs| Tensor::cat(&bs, 0));
+            let b = parts.iter().map(|p| p.b.as_ref()).collect::<Option<Vec<_>>>().map(|bs| Tensor::cat(&bs, 0));
             let mut at = 0;
             for p in parts.iter_mut() {
                 let n = p.w.size()[0];
@@ -159,12 +155,19 @@ impl Attention {
         let a = match mask {
             Some(m) if rep > 1 => {
                 let qf = q.reshape([b, self.n_kv, rep * t, self.head_dim]);
-                Tensor::scaled_dot_product_attention(&qf, k, v, Some(m), 0.0, false, None, false)
-                    .view([b, self.n_heads, t, self.head_dim])
+                Tensor::scaled_dot_product_attention(&qf, k, v, Some(m), 0.0, false, None, false).view([
+                    b,
+                    self.n_heads,
+                    t,
+                    self.head_dim,
+                ])
             }
             _ => {
-                let (k, v) =
-                    if rep > 1 { (repeat_kv(k, rep), repeat_kv(v, rep)) } else { (k.shallow_clone(), v.shallow_clone()) };
+                let (k, v) = if rep > 1 {
+                    (repeat_kv(k, rep), repeat_kv(v, rep))
+                } else {
+                    (k.shallow_clone(), v.shallow_clone())
+                };
                 Tensor::scaled_dot_product_attention(q, &k, &v, mask, 0.0, causal && mask.is_none(), None, false)
             }
         };
@@ -228,7 +231,13 @@ impl Block {
     /// One block; `attn` turns this step's q [B,T,nh,hd] and k, v
     /// [B,T,nkv,hd] into the attention output [B,T,nh·hd] ([`Block::train_attn`]
     /// for training; through the cache for inference).
-    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, attn: impl FnOnce(&Attention, Tensor, Tensor, Tensor) -> Tensor) -> Tensor {
+    fn forward(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        attn: impl FnOnce(&Attention, Tensor, Tensor, Tensor) -> Tensor,
+    ) -> Tensor {
         let h = self.input_layernorm.forward(x);
         let (q, k, v) = self.self_attn.qkv(&h, cos, sin);
         let a = attn(&self.self_attn, q, k, v);
@@ -638,8 +647,17 @@ impl Model {
     /// chunk to its slot and returns the logits (float32) of rows `keep[i]` of
     /// each chunk, concatenated: [Σ len(keep[i]), V]. Only those rows go
     /// through the LM head.
-    pub fn extend(&self, cache: &mut KvCache, slots: &[usize], chunks: &[&[i64]], keep: &[std::ops::Range<usize>]) -> Tensor {
-        assert!(!slots.is_empty() && slots.len() == chunks.len() && chunks.len() == keep.len(), "one chunk and one row range per slot");
+    pub fn extend(
+        &self,
+        cache: &mut KvCache,
+        slots: &[usize],
+        chunks: &[&[i64]],
+        keep: &[std::ops::Range<usize>],
+    ) -> Tensor {
+        assert!(
+            !slots.is_empty() && slots.len() == chunks.len() && chunks.len() == keep.len(),
+            "one chunk and one row range per slot"
+        );
         tch::no_grad(|| {
             let dev = self.device;
             let b = slots.len() as i64;
@@ -684,9 +702,12 @@ impl Model {
             let lens_after: Vec<usize> = p0.iter().map(|&p| p as usize + 1).collect();
             let mask = (!fast).then(|| {
                 let rep = self.config.num_attention_heads as i64 / cache.nkv;
-                let allowed = Tensor::arange(lmax, (Kind::Int64, dev)).view([1, 1, lmax]).le_tensor(&pos_t.unsqueeze(-1));
-                let allowed = allowed.unsqueeze(1).expand([b, rep, nmax, lmax], false).reshape([b, 1, rep * nmax, lmax]);
-                Tensor::zeros([b, 1, rep * nmax, lmax], (x.kind(), dev)).masked_fill(&allowed.logical_not(), f64::NEG_INFINITY)
+                let allowed =
+                    Tensor::arange(lmax, (Kind::Int64, dev)).view([1, 1, lmax]).le_tensor(&pos_t.unsqueeze(-1));
+                let allowed =
+                    allowed.unsqueeze(1).expand([b, rep, nmax, lmax], false).reshape([b, 1, rep * nmax, lmax]);
+                Tensor::zeros([b, 1, rep * nmax, lmax], (x.kind(), dev))
+                    .masked_fill(&allowed.logical_not(), f64::NEG_INFINITY)
             });
             // Where each real token's key goes: (slot, position), and its row in [B*T].
             let (mut w_slot, mut w_pos, mut w_row) = (Vec::new(), Vec::new(), Vec::new());
@@ -697,7 +718,11 @@ impl Model {
                     w_row.push(i as i64 * nmax + j);
                 }
             }
-            let w_idx = [Some(Tensor::from_slice(&w_slot).to_device(dev)), None, Some(Tensor::from_slice(&w_pos).to_device(dev))];
+            let w_idx = [
+                Some(Tensor::from_slice(&w_slot).to_device(dev)),
+                None,
+                Some(Tensor::from_slice(&w_pos).to_device(dev)),
+            ];
             let w_row = ragged.then(|| Tensor::from_slice(&w_row).to_device(dev));
             let slot_ids: Vec<i64> = slots.iter().map(|&s| s as i64).collect();
             let slot_t = Tensor::from_slice(&slot_ids).to_device(dev);
@@ -740,7 +765,11 @@ impl Model {
             let h = if all_rows {
                 h
             } else {
-                let idx: Vec<i64> = keep.iter().enumerate().flat_map(|(i, r)| r.clone().map(move |j| i as i64 * nmax + j as i64)).collect();
+                let idx: Vec<i64> = keep
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, r)| r.clone().map(move |j| i as i64 * nmax + j as i64))
+                    .collect();
                 h.index_select(0, &Tensor::from_slice(&idx).to_device(dev))
             };
             self.head(&h)

@@ -96,7 +96,8 @@ fn batched_extend_of_ragged_chunks_matches_full_forward() {
     tch::set_num_threads(1);
     for name in ["qwen2", "qwen3", "llama"] {
         let model = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
-        let seqs: Vec<Vec<i64>> = vec![vec![5, 17, 3, 60, 2, 9, 44, 1, 8], vec![7, 7, 30, 12], vec![11, 4, 90, 33, 21, 6]];
+        let seqs: Vec<Vec<i64>> =
+            vec![vec![5, 17, 3, 60, 2, 9, 44, 1, 8], vec![7, 7, 30, 12], vec![11, 4, 90, 33, 21, 6]];
         let full: Vec<Tensor> = seqs
             .iter()
             .map(|s| tch::no_grad(|| model.forward(&Tensor::from_slice(s).view([1, s.len() as i64]), None).get(0)))
@@ -119,7 +120,9 @@ fn batched_extend_of_ragged_chunks_matches_full_forward() {
         // Then a ragged step: 3 more tokens for seq 0, one decode token for seq 2.
         let out = model.extend(&mut cache, &[order[0], order[2]], &[&seqs[0][5..8], &seqs[2][..1]], &[0..3, 0..1]);
         assert!(max_abs_diff(&out.narrow(0, 0, 3), &full[0].narrow(0, 5, 3)) < 1e-4, "{name} seq 0 second chunk");
-        let again = tch::no_grad(|| model.forward(&Tensor::from_slice(&[&seqs[2][..], &seqs[2][..1]].concat()).view([1, 7]), None).get(0));
+        let again = tch::no_grad(|| {
+            model.forward(&Tensor::from_slice(&[&seqs[2][..], &seqs[2][..1]].concat()).view([1, 7]), None).get(0)
+        });
         assert!(max_abs_diff(&out.get(3), &again.get(6)) < 1e-4, "{name} seq 2 decode");
     }
 }
@@ -152,7 +155,10 @@ fn fused_projections_match_and_follow_reload() {
         fused.reload(t.path()).unwrap();
         let other = Model::load(t.path(), Device::Cpu, Kind::Float).unwrap();
         let (a, b) = (logits(&other), logits(&fused));
-        assert!(max_abs_diff(&a, &logits(&Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap())) > 1e-3, "{name}: the new weights differ");
+        assert!(
+            max_abs_diff(&a, &logits(&Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap())) > 1e-3,
+            "{name}: the new weights differ"
+        );
         let d = max_abs_diff(&a, &b);
         assert!(d < 1e-5, "{name}: after reload, fused vs freshly loaded max |Δ| = {d}");
     }

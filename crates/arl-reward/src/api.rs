@@ -8,8 +8,8 @@
 //! replay episode is deleted once read. 1 when
 //! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
 use super::{Score, ScoreError};
-use arl_core::record::Record;
 use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_core::record::Record;
 use arl_env::shop::{check_goal, Shop};
 use arl_env::tools::openapi::BlockingApi;
 use serde_json::Value;
@@ -31,7 +31,9 @@ impl super::goal::GoalEnv for ApiOpts {
 
     fn replay(&self, r: &Record, response: &str) -> Result<(String, usize, usize), ScoreError> {
         let c = &self.client;
-        let setup = r.meta("api_setup").ok_or_else(|| ScoreError("field `metadata.api_setup`: missing; an api task carries the initial state".into()))?;
+        let setup = r.meta("api_setup").ok_or_else(|| {
+            ScoreError("field `metadata.api_setup`: missing; an api task carries the initial state".into())
+        })?;
         let id = c.start(setup).map_err(|e| ScoreError(format!("starting a replay episode: {e}")))?;
         let (mut n, mut errors) = (0, 0);
         for call in parse_tool_calls(response) {

@@ -11,9 +11,9 @@
 //!   score (`score`: the higher base reward wins), an external program (`cmd`)
 //!   or a model behind an OpenAI-style endpoint (`model`).
 use super::{Score, ScoreError};
-use arl_env::arena::tournament::{self, Format, Verdict, Winner};
-use arl_core::record::Record;
 use anyhow::{anyhow, bail, Context, Result};
+use arl_core::record::Record;
+use arl_env::arena::tournament::{self, Format, Verdict, Winner};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -37,8 +37,13 @@ impl Default for GameOpts {
 
 /// The reward of one seat's game record.
 pub fn game_score(o: &GameOpts, r: &Record) -> Result<Score, ScoreError> {
-    let a = r.meta("arena").ok_or_else(|| ScoreError("field `metadata.arena`: missing; `--rm game` scores records of `arl-rollout --arena`".into()))?;
-    let result = a.get("result").and_then(Value::as_str).ok_or_else(|| ScoreError("field `metadata.arena.result`: expected `win`, `draw` or `loss`".into()))?;
+    let a = r.meta("arena").ok_or_else(|| {
+        ScoreError("field `metadata.arena`: missing; `--rm game` scores records of `arl-rollout --arena`".into())
+    })?;
+    let result = a
+        .get("result")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ScoreError("field `metadata.arena.result`: expected `win`, `draw` or `loss`".into()))?;
     let seat = a.get("seat").and_then(Value::as_str).unwrap_or("?");
     let forfeited = a.get("forfeit").and_then(|f| f.get("seat")).and_then(Value::as_str) == Some(seat);
     let (reward, what) = match result {
@@ -46,7 +51,11 @@ pub fn game_score(o: &GameOpts, r: &Record) -> Result<Score, ScoreError> {
         "draw" => (o.draw, "draw".to_string()),
         "loss" if forfeited => (o.forfeit, "loss by forfeit".to_string()),
         "loss" => (o.loss, "loss".to_string()),
-        other => return Err(ScoreError(format!("field `metadata.arena.result`: `{other}` is not a finished game (`win`, `draw`, `loss`)"))),
+        other => {
+            return Err(ScoreError(format!(
+                "field `metadata.arena.result`: `{other}` is not a finished game (`win`, `draw`, `loss`)"
+            )))
+        }
     };
     let reason = a.get("reason").and_then(Value::as_str).unwrap_or("");
     let game = a.get("game").and_then(Value::as_str).unwrap_or("game");
@@ -93,7 +102,10 @@ impl Judge {
             Judge::Score(rm) => {
                 let sa = super::base_score(rm, None, a).map_err(|e| e.0)?.reward;
                 let sb = super::base_score(rm, None, b).map_err(|e| e.0)?.reward;
-                Ok(Verdict { winner: from_ord(sa.partial_cmp(&sb).unwrap_or(std::cmp::Ordering::Equal)), note: json!({"score_a": sa, "score_b": sb}) })
+                Ok(Verdict {
+                    winner: from_ord(sa.partial_cmp(&sb).unwrap_or(std::cmp::Ordering::Equal)),
+                    note: json!({"score_a": sa, "score_b": sb}),
+                })
             }
             Judge::Cmd(c) => c.compare(a, b),
             Judge::Model(m) => m.compare(a, b),
@@ -227,10 +239,18 @@ pub struct ModelJudge {
 pub const JUDGE_PROMPT: &str = "You are a judge. Compare two answers to the same question and decide which one is better (correct, complete, clear). End your reply with [[A]] if answer A is better, [[B]] if answer B is better, or [[tie]] if they are equally good.";
 
 impl ModelJudge {
-    pub fn new(url: &str, model: &str, max_tokens: u32, swap: bool, timeout: Duration, api_key: Option<String>) -> Result<ModelJudge> {
+    pub fn new(
+        url: &str,
+        model: &str,
+        max_tokens: u32,
+        swap: bool,
+        timeout: Duration,
+        api_key: Option<String>,
+    ) -> Result<ModelJudge> {
         let http = arl_http::client::blocking_builder().timeout(timeout).build().context("HTTP client")?;
         let base = url.trim_end_matches('/');
-        let url = if base.ends_with("/chat/completions") { base.to_string() } else { format!("{base}/v1/chat/completions") };
+        let url =
+            if base.ends_with("/chat/completions") { base.to_string() } else { format!("{base}/v1/chat/completions") };
         Ok(ModelJudge { url, model: model.to_string(), max_tokens, swap, http, api_key })
     }
 
@@ -250,7 +270,10 @@ impl ModelJudge {
         let text = v.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or("").to_string();
         match model_verdict(&text) {
             Some(w) => Ok((w, text)),
-            None => Err(format!("no [[A]], [[B]] or [[tie]] in the judge's reply `{}`", arl_env::sandbox::cut_middle(&text, 200))),
+            None => Err(format!(
+                "no [[A]], [[B]] or [[tie]] in the judge's reply `{}`",
+                arl_env::sandbox::cut_middle(&text, 200)
+            )),
         }
     }
 
@@ -299,7 +322,13 @@ pub fn model_verdict(text: &str) -> Option<Winner> {
 /// results in input order. A group of one has no opponent: its record is an
 /// error. A judge failure marked FATAL (a `cmd` judge that died) or any
 /// judge error under `strict` fails the run.
-pub fn score_groups(format: Format, judge: &mut Judge, recs: &[Record], seed: u64, strict: bool) -> Result<Vec<Result<Score, ScoreError>>> {
+pub fn score_groups(
+    format: Format,
+    judge: &mut Judge,
+    recs: &[Record],
+    seed: u64,
+    strict: bool,
+) -> Result<Vec<Result<Score, ScoreError>>> {
     let groups = super::external::groups(recs).map_err(arl_core::cli::data)?;
     let mut out: Vec<Option<Result<Score, ScoreError>>> = (0..recs.len()).map(|_| None).collect();
     let mut judge_errors = 0usize;
@@ -308,7 +337,9 @@ pub fn score_groups(format: Format, judge: &mut Judge, recs: &[Record], seed: u6
         if let Some(k) = members.iter().position(|r| r.response.is_none()) {
             let id = members[k].prompt_id.clone().unwrap_or_default();
             for &i in &g {
-                out[i] = Some(Err(ScoreError(format!("field `response`: missing in group `{id}`; a tournament needs every response"))));
+                out[i] = Some(Err(ScoreError(format!(
+                    "field `response`: missing in group `{id}`; a tournament needs every response"
+                ))));
             }
             continue;
         }
@@ -320,7 +351,10 @@ pub fn score_groups(format: Format, judge: &mut Judge, recs: &[Record], seed: u6
             continue;
         }
         let gid = members[0].prompt_id.clone().unwrap_or_default();
-        let gseed = arl_core::rng::mix(&[seed, gid.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))]);
+        let gseed = arl_core::rng::mix(&[
+            seed,
+            gid.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)),
+        ]);
         let mut fatal: Option<String> = None;
         let st = tournament::run(
             format,
@@ -340,7 +374,9 @@ pub fn score_groups(format: Format, judge: &mut Judge, recs: &[Record], seed: u6
             },
             strict,
         )
-        .map_err(|e| arl_core::cli::hint(anyhow!("group `{gid}`: {e}"), "judge errors count as ties without `--judge-strict`"))?;
+        .map_err(|e| {
+            arl_core::cli::hint(anyhow!("group `{gid}`: {e}"), "judge errors count as ties without `--judge-strict`")
+        })?;
         if let Some(e) = fatal {
             bail!("group `{gid}`: {e}");
         }
@@ -375,13 +411,23 @@ pub fn score_groups(format: Format, judge: &mut Judge, recs: &[Record], seed: u6
                     st.ranks[k],
                     members.len()
                 ),
-                Format::Elimination => format!("elimination ({}): advanced {} of {} rounds; rank {} of {}", judge.name(), st.advanced[k], st.rounds, st.ranks[k], members.len()),
+                Format::Elimination => format!(
+                    "elimination ({}): advanced {} of {} rounds; rank {} of {}",
+                    judge.name(),
+                    st.advanced[k],
+                    st.rounds,
+                    st.ranks[k],
+                    members.len()
+                ),
             };
             out[i] = Some(Ok(Score { reward: st.rewards[k], detail: d, explain }));
         }
     }
     if judge_errors > 0 {
-        arl_core::cli::warn("arl-reward", format!("{judge_errors} judge errors counted as ties (see `error` in reward_detail.matches)"));
+        arl_core::cli::warn(
+            "arl-reward",
+            format!("{judge_errors} judge errors counted as ties (see `error` in reward_detail.matches)"),
+        );
     }
     Ok(out.into_iter().map(|x| x.unwrap_or_else(|| Err(ScoreError("internal: not scored".into())))).collect())
 }

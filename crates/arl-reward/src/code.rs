@@ -45,7 +45,10 @@ pub fn extract_code(resp: &str) -> Option<(Option<&str>, &str)> {
         let lang = after[..nl].trim();
         let body = &after[nl + 1..];
         let Some(end) = body.find("```") else { break };
-        last = Some((if lang.is_empty() { None } else { Some(&resp[base + p + 3..base + p + 3 + lang.len()]) }, &body[..end]));
+        last = Some((
+            if lang.is_empty() { None } else { Some(&resp[base + p + 3..base + p + 3 + lang.len()]) },
+            &body[..end],
+        ));
         let consumed = p + 3 + nl + 1 + end + 3;
         base += consumed;
         rest = &rest[consumed..];
@@ -113,7 +116,8 @@ for i, t in enumerate(_TESTS):
 "#;
 
 fn nonce() -> String {
-    let mut s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let mut s =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     s ^= (std::process::id() as u64) << 32;
     static CTR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let c = CTR.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -141,7 +145,13 @@ struct Verdict {
     why: String,
 }
 
-fn run_asserts(o: &CodeOpts, sb: &Sandbox, src: &str, tests: &[String], setup: &str) -> Result<(Vec<Verdict>, Value), ScoreError> {
+fn run_asserts(
+    o: &CodeOpts,
+    sb: &Sandbox,
+    src: &str,
+    tests: &[String],
+    setup: &str,
+) -> Result<(Vec<Verdict>, Value), ScoreError> {
     let n = nonce();
     let code = HARNESS
         .replace("@@NONCE@@", &n)
@@ -187,7 +197,13 @@ fn squash_out(s: &str) -> String {
     lines.join("\n")
 }
 
-fn run_cases(o: &CodeOpts, sb: &Sandbox, src: &str, lang: Language, cases: &[Value]) -> Result<Vec<Verdict>, ScoreError> {
+fn run_cases(
+    o: &CodeOpts,
+    sb: &Sandbox,
+    src: &str,
+    lang: Language,
+    cases: &[Value],
+) -> Result<Vec<Verdict>, ScoreError> {
     let limits = Limits { timeout: o.test_timeout, memory_mb: o.memory_mb, ..sb.limits().clone() };
     let results: Vec<Result<Verdict, ScoreError>> = std::thread::scope(|s| {
         let hs: Vec<_> = cases
@@ -196,13 +212,30 @@ fn run_cases(o: &CodeOpts, sb: &Sandbox, src: &str, lang: Language, cases: &[Val
                 let limits = limits.clone();
                 s.spawn(move || {
                     let stdin = c.get("stdin").or_else(|| c.get("input")).and_then(Value::as_str).unwrap_or("");
-                    let want = c.get("stdout").or_else(|| c.get("output")).and_then(Value::as_str).ok_or_else(|| ScoreError("field `label`: a case has no `stdout` string".into()))?;
-                    let r = sb.run(&Request::new(lang, src).with_stdin(stdin).with_limits(limits)).map_err(|e| ScoreError(format!("sandbox: {e:#}")))?;
+                    let want = c
+                        .get("stdout")
+                        .or_else(|| c.get("output"))
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| ScoreError("field `label`: a case has no `stdout` string".into()))?;
+                    let r = sb
+                        .run(&Request::new(lang, src).with_stdin(stdin).with_limits(limits))
+                        .map_err(|e| ScoreError(format!("sandbox: {e:#}")))?;
                     Ok(match r.outcome {
-                        Outcome::Ok if squash_out(&r.stdout) == squash_out(want) => Verdict { ok: true, why: "passed".into() },
-                        Outcome::Ok => Verdict { ok: false, why: format!("wrong: expected `{}`, got `{}`", arl_env::sandbox::cut_middle(want.trim(), 100), arl_env::sandbox::cut_middle(r.stdout.trim(), 100)) },
+                        Outcome::Ok if squash_out(&r.stdout) == squash_out(want) => {
+                            Verdict { ok: true, why: "passed".into() }
+                        }
+                        Outcome::Ok => Verdict {
+                            ok: false,
+                            why: format!(
+                                "wrong: expected `{}`, got `{}`",
+                                arl_env::sandbox::cut_middle(want.trim(), 100),
+                                arl_env::sandbox::cut_middle(r.stdout.trim(), 100)
+                            ),
+                        },
                         Outcome::Error => Verdict { ok: false, why: format!("error: {}", last_line(&r.stderr)) },
-                        Outcome::CompileError => Verdict { ok: false, why: format!("compile_error: {}", last_line(&r.stderr)) },
+                        Outcome::CompileError => {
+                            Verdict { ok: false, why: format!("compile_error: {}", last_line(&r.stderr)) }
+                        }
                         other => Verdict { ok: false, why: other.as_str().to_string() },
                     })
                 })
@@ -222,24 +255,34 @@ pub fn score(o: &CodeOpts, sb: &Sandbox, resp: &str, label: &Value) -> Result<Sc
             explain: "no fenced code block (```…```) found".into(),
         });
     };
-    let obj = label.as_object().ok_or_else(|| ScoreError("field `label`: expected {\"tests\": [...]} or {\"cases\": [...]}".into()))?;
+    let obj = label
+        .as_object()
+        .ok_or_else(|| ScoreError("field `label`: expected {\"tests\": [...]} or {\"cases\": [...]}".into()))?;
     let (verdicts, run) = if let Some(t) = obj.get("tests") {
         let tests = str_list(t).ok_or_else(|| ScoreError("field `label`: `tests` must be a list of strings".into()))?;
         let setup = obj.get("setup").and_then(Value::as_str).unwrap_or("");
         run_asserts(o, sb, src, &tests, setup)?
-    } else if let (Some(t), Some(ep)) = (obj.get("test").and_then(Value::as_str), obj.get("entry_point").and_then(Value::as_str)) {
+    } else if let (Some(t), Some(ep)) =
+        (obj.get("test").and_then(Value::as_str), obj.get("entry_point").and_then(Value::as_str))
+    {
         run_asserts(o, sb, src, &[format!("{t}\ncheck({ep})")], "")?
     } else if let Some(Value::Array(cases)) = obj.get("cases") {
         let lang = obj
             .get("language")
             .and_then(Value::as_str)
             .or(lang_tag)
-            .map(|l| Language::parse(l).ok_or_else(|| ScoreError(format!("field `label`: language `{l}` is not supported (python, cpp, bash)"))))
+            .map(|l| {
+                Language::parse(l).ok_or_else(|| {
+                    ScoreError(format!("field `label`: language `{l}` is not supported (python, cpp, bash)"))
+                })
+            })
             .transpose()?
             .unwrap_or(Language::Python);
         (run_cases(o, sb, src, lang, cases)?, Value::Null)
     } else {
-        return Err(ScoreError("field `label`: expected {\"tests\": [...]}, {\"test\", \"entry_point\"} or {\"cases\": [...]}".into()));
+        return Err(ScoreError(
+            "field `label`: expected {\"tests\": [...]}, {\"test\", \"entry_point\"} or {\"cases\": [...]}".into(),
+        ));
     };
     let total = verdicts.len();
     let passed = verdicts.iter().filter(|v| v.ok).count();

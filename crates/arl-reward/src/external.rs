@@ -9,8 +9,8 @@
 //! fed from a thread so a program that reads everything before answering
 //! does not deadlock.
 use super::{remote::parse_answer, Score, ScoreError};
-use arl_core::record::Record;
 use anyhow::{anyhow, bail, Context, Result};
+use arl_core::record::Record;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -26,7 +26,10 @@ pub fn groups(recs: &[Record]) -> Result<Vec<Vec<usize>>, String> {
     let mut idx: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut out: Vec<Vec<usize>> = Vec::new();
     for (i, r) in recs.iter().enumerate() {
-        let id = r.prompt_id.as_deref().ok_or_else(|| format!("record {}: field `prompt_id`: missing; `--by-group` groups by it", i + 1))?;
+        let id = r
+            .prompt_id
+            .as_deref()
+            .ok_or_else(|| format!("record {}: field `prompt_id`: missing; `--by-group` groups by it", i + 1))?;
         match idx.get(id) {
             Some(&g) => out[g].push(i),
             None => {
@@ -99,15 +102,29 @@ pub fn score_all(c: &CmdRm, recs: &[Record]) -> Result<Vec<Result<Score, ScoreEr
             None => {
                 let _ = child.kill();
                 let st = child.wait()?;
-                bail!("reward command `{}` gave {gi} answer lines for {} {} ({st})", c.command, sizes.len(), if c.by_group { "groups" } else { "records" });
+                bail!(
+                    "reward command `{}` gave {gi} answer lines for {} {} ({st})",
+                    c.command,
+                    sizes.len(),
+                    if c.by_group { "groups" } else { "records" }
+                );
             }
         };
         let v: Result<Value, _> = serde_json::from_str(line.trim());
         match (c.by_group, v) {
-            (_, Err(e)) => flat.extend((0..n).map(|_| Err(ScoreError(format!("reward command answered `{}`: not JSON ({e})", arl_env::sandbox::cut_middle(&line, 200)))))),
+            (_, Err(e)) => flat.extend((0..n).map(|_| {
+                Err(ScoreError(format!(
+                    "reward command answered `{}`: not JSON ({e})",
+                    arl_env::sandbox::cut_middle(&line, 200)
+                )))
+            })),
             (false, Ok(v)) => flat.push(parse_answer(&v).map_err(|m| ScoreError(format!("reward command: {m}")))),
-            (true, Ok(Value::Array(a))) if a.len() == n => flat.extend(a.iter().map(|x| parse_answer(x).map_err(|m| ScoreError(format!("reward command: {m}"))))),
-            (true, Ok(_)) => flat.extend((0..n).map(|_| Err(ScoreError(format!("reward command: expected a JSON array of {n} answers for the group"))))),
+            (true, Ok(Value::Array(a))) if a.len() == n => {
+                flat.extend(a.iter().map(|x| parse_answer(x).map_err(|m| ScoreError(format!("reward command: {m}")))))
+            }
+            (true, Ok(_)) => flat.extend((0..n).map(|_| {
+                Err(ScoreError(format!("reward command: expected a JSON array of {n} answers for the group")))
+            })),
         }
     }
     let _ = writer.join();

@@ -28,7 +28,10 @@ pub enum Rm {
     Exact,
     F1,
     /// 1·weight when the response matches, else 0.
-    Regex { pattern: regex::Regex, weight: f32 },
+    Regex {
+        pattern: regex::Regex,
+        weight: f32,
+    },
     Code(code::CodeOpts),
     Remote(remote::RemoteRm),
     Sql(sql::SqlOpts),
@@ -37,7 +40,10 @@ pub enum Rm {
     Game(arena::GameOpts),
     Web(std::sync::Arc<web::WebOpts>),
     /// Dispatch by `data_source` (exact name, else the default).
-    Auto { map: BTreeMap<String, Box<Rm>>, default: Option<Box<Rm>> },
+    Auto {
+        map: BTreeMap<String, Box<Rm>>,
+        default: Option<Box<Rm>>,
+    },
 }
 
 impl Rm {
@@ -143,7 +149,10 @@ pub(crate) fn need_response(r: &Record) -> Result<&str, ScoreError> {
 }
 
 pub(crate) fn need_label(r: &Record) -> Result<&Value, ScoreError> {
-    r.label.as_ref().filter(|v| !v.is_null()).ok_or_else(|| err("field `label`: missing; this reward compares with the label"))
+    r.label
+        .as_ref()
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| err("field `label`: missing; this reward compares with the label"))
 }
 
 /// The base reward of one record (no shaping).
@@ -185,7 +194,9 @@ pub fn base_score(rm: &Rm, sandbox: Option<&Sandbox>, r: &Record) -> Result<Scor
         Rm::Auto { map, default } => {
             let ds = r.data_source.as_deref().unwrap_or("");
             let chosen = map.get(ds).or(default.as_ref()).ok_or_else(|| {
-                err(format!("field `data_source`: `{ds}` has no reward function (add `--map {ds}=NAME` or `--default-rm NAME`)"))
+                err(format!(
+                    "field `data_source`: `{ds}` has no reward function (add `--map {ds}=NAME` or `--default-rm NAME`)"
+                ))
             })?;
             let mut s = base_score(chosen, sandbox, r)?;
             if let Value::Object(m) = &mut s.detail {

@@ -1,11 +1,14 @@
 //! `arl-reward`: scores trajectories. Adds `reward` and `reward_detail` to
 //! every record, in input order; everything else passes through unchanged.
+use anyhow::{Context, Result};
 use arl_core::args::{InputArgs, OutputArgs};
 use arl_core::cli::{self, EXIT_CODES_HELP};
 use arl_core::record::Record;
-use arl_reward::{self as reward, code::CodeOpts, external::CmdRm, math::MathOpts, remote::RemoteRm, FormatBonus, Overlong, Rm, Score, ScoreError, Spec};
 use arl_env::sandbox::{self, Backend, Limits, Sandbox};
-use anyhow::{Context, Result};
+use arl_reward::{
+    self as reward, code::CodeOpts, external::CmdRm, math::MathOpts, remote::RemoteRm, FormatBonus, Overlong, Rm,
+    Score, ScoreError, Spec,
+};
 use clap::{Parser, ValueEnum};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -319,21 +322,31 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
         RmName::F1 => Rm::F1,
         RmName::Regex => {
             let p = a.pattern.as_deref().ok_or_else(|| cli::usage("`--rm regex` needs `--pattern REGEX`"))?;
-            Rm::Regex { pattern: regex::Regex::new(p).map_err(|e| cli::usage(format!("`--pattern`: {e}")))?, weight: a.weight }
+            Rm::Regex {
+                pattern: regex::Regex::new(p).map_err(|e| cli::usage(format!("`--pattern`: {e}")))?,
+                weight: a.weight,
+            }
         }
-        RmName::Code => Rm::Code(CodeOpts { test_timeout: Duration::from_secs_f64(a.test_timeout), memory_mb: a.memory_mb }),
+        RmName::Code => {
+            Rm::Code(CodeOpts { test_timeout: Duration::from_secs_f64(a.test_timeout), memory_mb: a.memory_mb })
+        }
         RmName::Remote => {
             let u = a.url.as_deref().ok_or_else(|| cli::usage("`--rm remote` needs `--url URL`"))?;
-            Rm::Remote(RemoteRm::new(u, Duration::from_secs_f64(a.timeout), a.retries).map_err(|e| cli::usage(format!("{e}")))?)
+            Rm::Remote(
+                RemoteRm::new(u, Duration::from_secs_f64(a.timeout), a.retries)
+                    .map_err(|e| cli::usage(format!("{e}")))?,
+            )
         }
         RmName::Sql => Rm::Sql(reward::sql::SqlOpts {
-            backend: arl_env::sql::Backend::from_url(a.sql_url.as_deref()).map_err(|e| cli::usage(format!("`--sql-url`: {e}")))?,
+            backend: arl_env::sql::Backend::from_url(a.sql_url.as_deref())
+                .map_err(|e| cli::usage(format!("`--sql-url`: {e}")))?,
             timeout: Duration::from_secs_f64(a.sql_timeout),
             ..Default::default()
         }),
         RmName::Api => {
             let spec = a.openapi.as_deref().ok_or_else(|| cli::usage("`--rm api` needs `--openapi SPEC`"))?;
-            let api = arl_env::tools::openapi::OpenApi::load(spec).map_err(|e| cli::usage(format!("`--openapi`: {e:#}")))?;
+            let api =
+                arl_env::tools::openapi::OpenApi::load(spec).map_err(|e| cli::usage(format!("`--openapi`: {e:#}")))?;
             let client = arl_env::tools::openapi::BlockingApi::new(api, Duration::from_secs_f64(a.timeout))?;
             Rm::Api(reward::api::ApiOpts { client: std::sync::Arc::new(client) })
         }
@@ -344,15 +357,27 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
             forfeit: a.game_forfeit.unwrap_or(a.game_loss),
         }),
         RmName::Web => {
-            let site = a.web.as_deref().ok_or_else(|| cli::usage("`--rm web` needs `--web URL` (the task site, as given to `arl-rollout --web`)"))?;
-            let origin = arl_env::web::origin_of(site).ok_or_else(|| cli::usage(format!("`--web {site}`: expected a URL such as http://127.0.0.1:8700")))?.to_string();
+            let site = a.web.as_deref().ok_or_else(|| {
+                cli::usage("`--rm web` needs `--web URL` (the task site, as given to `arl-rollout --web`)")
+            })?;
+            let origin = arl_env::web::origin_of(site)
+                .ok_or_else(|| cli::usage(format!("`--web {site}`: expected a URL such as http://127.0.0.1:8700")))?
+                .to_string();
             let timeout = Duration::from_secs_f64(a.timeout);
             let hostport = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h).to_string();
-            let launch = a.chromium.clone().or_else(arl_env::web::cdp::find_chromium).map(|chromium| arl_env::web::cdp::LaunchOpts { chromium, allow: vec![hostport], timeout });
+            let launch = a
+                .chromium
+                .clone()
+                .or_else(arl_env::web::cdp::find_chromium)
+                .map(|chromium| arl_env::web::cdp::LaunchOpts { chromium, allow: vec![hostport], timeout });
             Rm::Web(std::sync::Arc::new(reward::web::WebOpts::new(&origin, launch, timeout)?))
         }
         RmName::Cmd => return Err(cli::usage("`cmd` cannot be chosen per record; use `--rm cmd` on its own")),
-        RmName::Arena => return Err(cli::usage("`arena` ranks whole groups and cannot be chosen per record; use `--rm arena` on its own")),
+        RmName::Arena => {
+            return Err(cli::usage(
+                "`arena` ranks whole groups and cannot be chosen per record; use `--rm arena` on its own",
+            ))
+        }
         RmName::Auto => return Err(cli::usage("`auto` cannot map to `auto`")),
     })
 }
@@ -360,7 +385,9 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
 fn needs_sandbox(rm: &Rm) -> bool {
     match rm {
         Rm::Code(_) => true,
-        Rm::Auto { map, default } => map.values().any(|r| needs_sandbox(r)) || default.as_ref().is_some_and(|r| needs_sandbox(r)),
+        Rm::Auto { map, default } => {
+            map.values().any(|r| needs_sandbox(r)) || default.as_ref().is_some_and(|r| needs_sandbox(r))
+        }
         _ => false,
     }
 }
@@ -398,9 +425,12 @@ fn build_spec(a: &Args) -> Result<Option<Spec>> {
     let Some(rm) = rm else { return Ok(None) };
     let mut spec = Spec::new(rm);
     if needs_sandbox(&spec.rm) {
-        let limits = Limits { memory_mb: a.memory_mb, timeout: Duration::from_secs_f64(a.test_timeout), ..Limits::default() };
+        let limits =
+            Limits { memory_mb: a.memory_mb, timeout: Duration::from_secs_f64(a.test_timeout), ..Limits::default() };
         let backend = match &a.sandbox_fusion_url {
-            Some(u) => Backend::Remote(sandbox::remote::RemoteConfig::new(u, a.retries).map_err(|e| cli::usage(format!("{e}")))?),
+            Some(u) => Backend::Remote(
+                sandbox::remote::RemoteConfig::new(u, a.retries).map_err(|e| cli::usage(format!("{e}")))?,
+            ),
             None => Backend::Local(sandbox::local::LocalConfig::default()),
         };
         spec.sandbox = Some(Sandbox::new(backend, limits, a.concurrency));
@@ -423,7 +453,10 @@ fn format_bonus(a: &Args) -> Result<Option<FormatBonus>> {
     match &a.format_pattern {
         None if a.format_bonus != 0.0 => Err(cli::usage("`--format-bonus` needs `--format-pattern`")),
         None => Ok(None),
-        Some(p) => Ok(Some(FormatBonus { pattern: regex::Regex::new(p).map_err(|e| cli::usage(format!("`--format-pattern`: {e}")))?, bonus: a.format_bonus })),
+        Some(p) => Ok(Some(FormatBonus {
+            pattern: regex::Regex::new(p).map_err(|e| cli::usage(format!("`--format-pattern`: {e}")))?,
+            bonus: a.format_bonus,
+        })),
     }
 }
 
@@ -435,7 +468,8 @@ fn score_batch(spec: &Spec, recs: &[Record], concurrency: usize) -> Vec<Result<S
     }
     let next = AtomicUsize::new(0);
     let mut out: Vec<Option<Result<Score, ScoreError>>> = (0..recs.len()).map(|_| None).collect();
-    let slots: Vec<std::sync::Mutex<&mut Option<Result<Score, ScoreError>>>> = out.iter_mut().map(std::sync::Mutex::new).collect();
+    let slots: Vec<std::sync::Mutex<&mut Option<Result<Score, ScoreError>>>> =
+        out.iter_mut().map(std::sync::Mutex::new).collect();
     std::thread::scope(|s| {
         for _ in 0..workers.min(recs.len()) {
             s.spawn(|| loop {
@@ -468,7 +502,9 @@ fn build_judge(a: &Args) -> Result<reward::arena::Judge> {
         JudgeKind::Longer => Judge::Longer,
         JudgeKind::Shorter => Judge::Shorter,
         JudgeKind::Score => match a.judge_rm {
-            RmName::Math | RmName::Exact | RmName::F1 | RmName::Regex => Judge::Score(Box::new(build_rm(a, a.judge_rm)?)),
+            RmName::Math | RmName::Exact | RmName::F1 | RmName::Regex => {
+                Judge::Score(Box::new(build_rm(a, a.judge_rm)?))
+            }
             _ => return Err(cli::usage("`--judge-rm`: a judge score must be a rule reward (math, exact, f1, regex)")),
         },
         JudgeKind::Cmd => {
@@ -477,7 +513,14 @@ fn build_judge(a: &Args) -> Result<reward::arena::Judge> {
         }
         JudgeKind::Model => {
             let u = a.judge_url.as_deref().ok_or_else(|| cli::usage("`--judge model` needs `--judge-url URL`"))?;
-            Judge::Model(ModelJudge::new(u, &a.judge_model, a.judge_max_tokens, a.judge_swap, Duration::from_secs_f64(a.timeout), a.judge_api_key.clone())?)
+            Judge::Model(ModelJudge::new(
+                u,
+                &a.judge_model,
+                a.judge_max_tokens,
+                a.judge_swap,
+                Duration::from_secs_f64(a.timeout),
+                a.judge_api_key.clone(),
+            )?)
         }
     })
 }
@@ -492,7 +535,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let pb = cli::progress(a.input.quiet, None, "records");
     let mut scored = 0u64;
     let mut sum = 0f64;
-    let mut emit = |inp: &mut cli::Input, out: &mut arl_core::io::RecordWriter, batch: Vec<(arl_core::io::Pos, Record)>, results: Vec<Result<Score, ScoreError>>| -> Result<()> {
+    let mut emit = |inp: &mut cli::Input,
+                    out: &mut arl_core::io::RecordWriter,
+                    batch: Vec<(arl_core::io::Pos, Record)>,
+                    results: Vec<Result<Score, ScoreError>>|
+     -> Result<()> {
         for ((pos, mut r), res) in batch.into_iter().zip(results) {
             match res {
                 Ok(s) => {
@@ -532,7 +579,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 c.finish()?;
             }
             let shaping = Spec { rm: Rm::Exact, sandbox: None, overlong: overlong(&a)?, format: format_bonus(&a)? };
-            let res = raw.into_iter().zip(&recs).map(|(s, r)| s.map(|s| reward::shape(&shaping, r, s, "arena"))).collect();
+            let res =
+                raw.into_iter().zip(&recs).map(|(s, r)| s.map(|s| reward::shape(&shaping, r, s, "arena"))).collect();
             emit(&mut inp, &mut out, batch, res)?;
         }
         None => {
@@ -543,7 +591,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let raw = reward::external::score_all(&c, &recs)?;
             // Shaping applies to cmd rewards too.
             let shaping = Spec { rm: Rm::Exact, sandbox: None, overlong: overlong(&a)?, format: format_bonus(&a)? };
-            let res = raw.into_iter().zip(&recs).map(|(s, r)| s.map(|s| reward::shape(&shaping, r, s, "cmd"))).collect();
+            let res =
+                raw.into_iter().zip(&recs).map(|(s, r)| s.map(|s| reward::shape(&shaping, r, s, "cmd"))).collect();
             emit(&mut inp, &mut out, batch, res)?;
         }
     }

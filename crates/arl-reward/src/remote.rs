@@ -22,7 +22,13 @@ impl RemoteRm {
             anyhow::bail!("reward URL `{url}` must start with http:// or https://");
         }
         let client = arl_http::client::blocking_builder().timeout(timeout).build()?;
-        Ok(RemoteRm { url: url.to_string(), timeout, attempts: attempts.max(1), backoff: Duration::from_millis(500), client })
+        Ok(RemoteRm {
+            url: url.to_string(),
+            timeout,
+            attempts: attempts.max(1),
+            backoff: Duration::from_millis(500),
+            client,
+        })
     }
 
     pub fn score(&self, r: &Record) -> Result<Score, ScoreError> {
@@ -40,12 +46,19 @@ impl RemoteRm {
             }
             match self.client.post(&self.url).json(&body).send() {
                 Ok(resp) if resp.status().is_success() => {
-                    let v: Value = resp.json().map_err(|e| ScoreError(format!("{}: answer is not JSON: {e}", self.url)))?;
+                    let v: Value =
+                        resp.json().map_err(|e| ScoreError(format!("{}: answer is not JSON: {e}", self.url)))?;
                     return parse_answer(&v).map_err(|m| ScoreError(format!("{}: {m}", self.url)));
                 }
                 Ok(resp) if resp.status().is_server_error() => last = format!("HTTP {}", resp.status()),
                 Ok(resp) => return Err(ScoreError(format!("{}: HTTP {}", self.url, resp.status()))),
-                Err(e) => last = if e.is_timeout() { format!("timed out after {:?}", self.timeout) } else { arl_http::client::why(&e) },
+                Err(e) => {
+                    last = if e.is_timeout() {
+                        format!("timed out after {:?}", self.timeout)
+                    } else {
+                        arl_http::client::why(&e)
+                    }
+                }
             }
         }
         Err(ScoreError(format!("{}: no answer after {} attempts: {last}", self.url, self.attempts)))
@@ -56,10 +69,18 @@ impl RemoteRm {
 pub fn parse_answer(v: &Value) -> Result<Score, String> {
     let (reward, detail) = match v {
         Value::Number(n) => (n.as_f64(), Value::Null),
-        Value::Object(o) => (o.get("reward").or_else(|| o.get("score")).and_then(Value::as_f64), o.get("detail").cloned().unwrap_or(Value::Null)),
+        Value::Object(o) => (
+            o.get("reward").or_else(|| o.get("score")).and_then(Value::as_f64),
+            o.get("detail").cloned().unwrap_or(Value::Null),
+        ),
         _ => (None, Value::Null),
     };
-    let reward = reward.ok_or_else(|| format!("expected a number or {{\"reward\": number}}, got `{}`", arl_env::sandbox::cut_middle(&v.to_string(), 200)))?;
+    let reward = reward.ok_or_else(|| {
+        format!(
+            "expected a number or {{\"reward\": number}}, got `{}`",
+            arl_env::sandbox::cut_middle(&v.to_string(), 200)
+        )
+    })?;
     if !reward.is_finite() {
         return Err(format!("reward {reward} is not finite"));
     }
@@ -67,5 +88,9 @@ pub fn parse_answer(v: &Value) -> Result<Score, String> {
         Value::Null => format!("reward {reward} from the remote/cmd scorer"),
         d => format!("reward {reward} from the scorer: {}", arl_env::sandbox::cut_middle(&d.to_string(), 200)),
     };
-    Ok(Score { reward: reward as f32, detail: if detail.is_null() { json!({}) } else { json!({ "detail": detail }) }, explain })
+    Ok(Score {
+        reward: reward as f32,
+        detail: if detail.is_null() { json!({}) } else { json!({ "detail": detail }) },
+        explain,
+    })
 }

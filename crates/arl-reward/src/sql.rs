@@ -39,7 +39,8 @@ pub fn extract_query(resp: &str) -> Option<(String, &'static str)> {
         let lang = after[..nl].trim().to_ascii_lowercase();
         let body = &after[nl + 1..];
         let Some(end) = body.find("```") else { break };
-        if matches!(lang.as_str(), "sql" | "sqlite" | "postgresql" | "postgres" | "") && !body[..end].trim().is_empty() {
+        if matches!(lang.as_str(), "sql" | "sqlite" | "postgresql" | "postgres" | "") && !body[..end].trim().is_empty()
+        {
             best = Some(body[..end].trim().to_string());
         }
         rest = &body[end + 3..];
@@ -68,7 +69,10 @@ pub fn score(o: &SqlOpts, r: &Record) -> Result<Score, ScoreError> {
     let (gold, ordered) = match label {
         Value::String(s) => (s.clone(), None),
         Value::Object(m) => (
-            m.get("gold").and_then(Value::as_str).ok_or_else(|| ScoreError("field `label.gold`: missing; the sql reward needs the gold query".into()))?.to_string(),
+            m.get("gold")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ScoreError("field `label.gold`: missing; the sql reward needs the gold query".into()))?
+                .to_string(),
             m.get("ordered").and_then(Value::as_bool),
         ),
         _ => return Err(ScoreError("field `label`: expected {\"gold\": QUERY} or the gold query as a string".into())),
@@ -83,7 +87,8 @@ pub fn score(o: &SqlOpts, r: &Record) -> Result<Score, ScoreError> {
     detail["query"] = json!(query);
     detail["query_from"] = json!(from);
     let limits = Limits { timeout: o.timeout, max_rows: o.max_rows };
-    let mut db = Db::open(&o.backend, &task, limits).map_err(|e| ScoreError(format!("building the task's database: {e}")))?;
+    let mut db =
+        Db::open(&o.backend, &task, limits).map_err(|e| ScoreError(format!("building the task's database: {e}")))?;
     let want = db.query(&gold).map_err(|e| ScoreError(format!("field `label.gold`: the gold query fails: {e}")))?;
     if want.truncated {
         return Err(ScoreError(format!("field `label.gold`: the gold result has more than {} rows", o.max_rows)));
@@ -108,7 +113,11 @@ pub fn score(o: &SqlOpts, r: &Record) -> Result<Score, ScoreError> {
             detail["match"] = json!(true);
             detail["reason"] = json!("same result as the gold query");
             let n = want.rows.len();
-            Ok(Score { reward: 1.0, detail, explain: format!("same result as the gold query ({n} rows{})", if ordered { ", in order" } else { "" }) })
+            Ok(Score {
+                reward: 1.0,
+                detail,
+                explain: format!("same result as the gold query ({n} rows{})", if ordered { ", in order" } else { "" }),
+            })
         }
         Some(why) => {
             detail["outcome"] = json!("mismatch");

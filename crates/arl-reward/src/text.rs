@@ -1,5 +1,5 @@
 //! `exact`, `f1` (SQuAD token F1) and `regex` rewards.
-use super::{ScoreError, Score};
+use super::{Score, ScoreError};
 use serde_json::{json, Value};
 
 /// The answer part of a response: the last `\boxed{}`, else the last `Answer:`
@@ -21,7 +21,9 @@ fn labels(label: &Value) -> Result<Vec<String>, ScoreError> {
         Value::Array(a) => a.iter().map(|x| labels(x).map(|mut v| v.remove(0))).collect(),
         Value::Object(o) => match o.get("answers").or_else(|| o.get("answer")) {
             Some(v) => labels(v),
-            None => Err(ScoreError("field `label`: expected a string, a list of strings or {\"answers\": [...]}".into())),
+            None => {
+                Err(ScoreError("field `label`: expected a string, a list of strings or {\"answers\": [...]}".into()))
+            }
         },
         _ => Err(ScoreError("field `label`: expected a string or a list of strings".into())),
     }
@@ -80,7 +82,13 @@ pub fn token_f1(pred: &str, gold: &str) -> f32 {
 pub fn f1(resp: &str, label: &Value) -> Result<Score, ScoreError> {
     let (ans, from) = answer_part(resp);
     let ls = labels(label)?;
-    let (best, which) = ls.iter().map(|l| (token_f1(ans, l), l)).fold((0.0f32, None), |acc, (f, l)| if f > acc.0 || acc.1.is_none() { (f, Some(l)) } else { acc });
+    let (best, which) = ls.iter().map(|l| (token_f1(ans, l), l)).fold((0.0f32, None), |acc, (f, l)| {
+        if f > acc.0 || acc.1.is_none() {
+            (f, Some(l))
+        } else {
+            acc
+        }
+    });
     Ok(Score {
         reward: best,
         detail: json!({"extracted": ans, "source": from, "best_label": which, "f1": best}),

@@ -9,8 +9,8 @@
 //! the first replay), and the replay episode is deleted once read. 1 when
 //! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
 use super::{Score, ScoreError};
-use arl_core::record::Record;
 use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_core::record::Record;
 use arl_env::web::cdp::{Browser, LaunchOpts};
 use arl_env::web::site::{check_goal, State};
 use arl_env::web::{Session, TOOLS};
@@ -29,7 +29,13 @@ pub struct WebOpts {
 
 impl Clone for WebOpts {
     fn clone(&self) -> WebOpts {
-        WebOpts { site: self.site.clone(), http: self.http.clone(), launch: self.launch.clone(), max_chars: self.max_chars, browser: Mutex::new(self.browser.lock().unwrap_or_else(|p| p.into_inner()).clone()) }
+        WebOpts {
+            site: self.site.clone(),
+            http: self.http.clone(),
+            launch: self.launch.clone(),
+            max_chars: self.max_chars,
+            browser: Mutex::new(self.browser.lock().unwrap_or_else(|p| p.into_inner()).clone()),
+        }
     }
 }
 
@@ -55,14 +61,21 @@ impl WebOpts {
         if let Some(b) = g.as_ref() {
             return Ok(b.clone());
         }
-        let o = self.launch.as_ref().ok_or("replaying needs a browser, and no Chromium was found (install `chromium` or pass `--chromium PATH`)")?;
+        let o = self.launch.as_ref().ok_or(
+            "replaying needs a browser, and no Chromium was found (install `chromium` or pass `--chromium PATH`)",
+        )?;
         let b = Arc::new(Browser::launch(o)?);
         *g = Some(b.clone());
         Ok(b)
     }
 
     fn start(&self, setup: &Value) -> Result<String, String> {
-        let r = self.http.post(format!("{}/web/episodes", self.site)).json(&json!({"setup": setup})).send().map_err(|e| format!("the task site is unreachable: {}", arl_http::client::why(&e)))?;
+        let r = self
+            .http
+            .post(format!("{}/web/episodes", self.site))
+            .json(&json!({"setup": setup}))
+            .send()
+            .map_err(|e| format!("the task site is unreachable: {}", arl_http::client::why(&e)))?;
         let status = r.status();
         let v: Value = r.json().map_err(|e| e.to_string())?;
         if !status.is_success() {
@@ -73,7 +86,11 @@ impl WebOpts {
 
     /// The episode's state; `Ok(None)` when the site does not know it.
     pub fn state(&self, episode: &str) -> Result<Option<Value>, String> {
-        let r = self.http.get(format!("{}/web/episodes/{}", self.site, arl_env::tools::openapi::encode(episode))).send().map_err(|e| format!("the task site is unreachable: {}", arl_http::client::why(&e)))?;
+        let r = self
+            .http
+            .get(format!("{}/web/episodes/{}", self.site, arl_env::tools::openapi::encode(episode)))
+            .send()
+            .map_err(|e| format!("the task site is unreachable: {}", arl_http::client::why(&e)))?;
         if r.status().as_u16() == 404 {
             return Ok(None);
         }
@@ -84,7 +101,8 @@ impl WebOpts {
     }
 
     fn delete(&self, episode: &str) {
-        let _ = self.http.delete(format!("{}/web/episodes/{}", self.site, arl_env::tools::openapi::encode(episode))).send();
+        let _ =
+            self.http.delete(format!("{}/web/episodes/{}", self.site, arl_env::tools::openapi::encode(episode))).send();
     }
 
     /// Replays browser tool calls in a fresh episode: (episode id, calls, calls that failed).
@@ -107,7 +125,9 @@ impl super::goal::GoalEnv for WebOpts {
     const PLACE: &'static str = "task site";
 
     fn replay(&self, r: &Record, response: &str) -> Result<(String, usize, usize), ScoreError> {
-        let setup = r.meta("web_setup").ok_or_else(|| ScoreError("field `metadata.web_setup`: missing; a web task carries the site's initial state".into()))?;
+        let setup = r.meta("web_setup").ok_or_else(|| {
+            ScoreError("field `metadata.web_setup`: missing; a web task carries the site's initial state".into())
+        })?;
         let calls: Vec<(String, Value)> = parse_tool_calls(response)
             .into_iter()
             .filter_map(|c| match c {

@@ -44,7 +44,12 @@ fn code_reward_correct_wrong_crash_and_hang() {
     let d = |i: usize| v[i]["reward_detail"].clone();
     assert_eq!(d(0)["passed"], 4);
     assert!(d(1)["reason"].as_str().unwrap().starts_with("wrong"), "{}", d(1));
-    assert!(d(2)["reason"].as_str().unwrap().contains("crash") && d(2)["reason"].as_str().unwrap().contains("ModuleNotFoundError"), "{}", d(2));
+    assert!(
+        d(2)["reason"].as_str().unwrap().contains("crash")
+            && d(2)["reason"].as_str().unwrap().contains("ModuleNotFoundError"),
+        "{}",
+        d(2)
+    );
     assert_eq!(d(3)["tests"][0]["why"], "timeout");
     assert!(d(3)["tests"][1]["why"].as_str().unwrap().starts_with("not run"));
     assert!(d(5)["reason"].as_str().unwrap().contains("no fenced code block"));
@@ -74,17 +79,28 @@ fn stdin_stdout_cases_python_and_cpp() {
     assert!((r[0] - 1.0).abs() < 1e-6 && (r[1] - 1.0).abs() < 1e-6, "{r:?} {}", v[1]["reward_detail"]);
     assert!((r[2] - 2.0 / 3.0).abs() < 1e-6, "{r:?}");
     assert_eq!(r[3], 0.0);
-    assert!(v[3]["reward_detail"]["reason"].as_str().unwrap().starts_with("compile_error"), "{}", v[3]["reward_detail"]);
+    assert!(
+        v[3]["reward_detail"]["reason"].as_str().unwrap().starts_with("compile_error"),
+        "{}",
+        v[3]["reward_detail"]
+    );
 }
 
 #[test]
 fn tasks_code_solutions_all_score_one() {
     let d = tmpdir();
-    let tasks = run_in(d.path(), "arl-tasks", &["code", "-n", "30", "--difficulty", "10", "--with-solutions", "--seed", "7"], b"").ok();
+    let tasks = run_in(
+        d.path(),
+        "arl-tasks",
+        &["code", "-n", "30", "--difficulty", "10", "--with-solutions", "--seed", "7"],
+        b"",
+    )
+    .ok();
     let out = run_in(d.path(), "arl-reward", &["--rm", "code"], &tasks.stdout).ok();
     let v = jsonl(&out.stdout);
     assert_eq!(v.len(), 30);
-    let fns: std::collections::BTreeSet<String> = v.iter().map(|r| r["metadata"]["function"].as_str().unwrap().to_string()).collect();
+    let fns: std::collections::BTreeSet<String> =
+        v.iter().map(|r| r["metadata"]["function"].as_str().unwrap().to_string()).collect();
     assert!(fns.len() >= 5, "variety: {fns:?}");
     for r in &v {
         assert_eq!(r["reward"], 1.0, "{}", r["reward_detail"]);
@@ -110,7 +126,8 @@ fn tasks_math_and_arith_solutions_score_one_under_auto() {
         }
     }
     // Noisy demonstrations are wrong, and about as many as asked.
-    let t = run("arl-tasks", &["arith", "-n", "400", "--difficulty", "6", "--with-solutions", "--noise", "0.7"], b"").ok();
+    let t =
+        run("arl-tasks", &["arith", "-n", "400", "--difficulty", "6", "--with-solutions", "--noise", "0.7"], b"").ok();
     let out = run("arl-reward", &["--rm", "auto"], &t.stdout).ok();
     let v = jsonl(&out.stdout);
     let noisy = v.iter().filter(|r| r["metadata"]["noisy"] == true).count();
@@ -123,7 +140,9 @@ fn tasks_math_and_arith_solutions_score_one_under_auto() {
 
 #[test]
 fn cmd_reward_per_record_and_by_group() {
-    let recs: Vec<Value> = (0..6).map(|i| json!({"prompt_id": format!("p{}", i % 2), "sample_index": i / 2, "response": "x".repeat(i + 1)})).collect();
+    let recs: Vec<Value> = (0..6)
+        .map(|i| json!({"prompt_id": format!("p{}", i % 2), "sample_index": i / 2, "response": "x".repeat(i + 1)}))
+        .collect();
     // Per record: reward = response length, from a shell+python one-liner.
     let prog = "python3 -c \"import sys,json\nfor l in sys.stdin:\n    r=json.loads(l); print(json.dumps({'reward': len(r['response']), 'detail': {'n': len(r['response'])}}))\"";
     let out = run("arl-reward", &["--rm", "cmd", "--cmd", prog], &lines(&recs)).ok();
@@ -172,7 +191,10 @@ fn reward_server() -> String {
                         if b["label"] == "number" {
                             return (axum::http::StatusCode::OK, Json(json!(0.25)));
                         }
-                        (axum::http::StatusCode::OK, Json(json!({"reward": if ok {1.0} else {0.0}, "detail": {"ok": ok}})))
+                        (
+                            axum::http::StatusCode::OK,
+                            Json(json!({"reward": if ok {1.0} else {0.0}, "detail": {"ok": ok}})),
+                        )
                     }
                 }),
             );
@@ -196,7 +218,11 @@ fn remote_reward_with_retries() {
     assert_eq!(got, vec![1.0, 0.0, 0.25]);
     assert_eq!(v[0]["reward_detail"]["detail"]["ok"], true);
     // No retries left: the 503 is an error naming the record.
-    let r = run("arl-reward", &["--rm", "remote", "--url", &url, "--retries", "1"], &lines(&[json!({"response": "new", "label": "z"})]));
+    let r = run(
+        "arl-reward",
+        &["--rm", "remote", "--url", &url, "--retries", "1"],
+        &lines(&[json!({"response": "new", "label": "z"})]),
+    );
     assert_eq!(r.code, 65, "{}", r.stderr);
     assert!(r.stderr.contains("503"), "{}", r.stderr);
 }
@@ -205,9 +231,31 @@ fn remote_reward_with_retries() {
 fn shaping_explain_rejects_and_auto_mapping() {
     let d = tmpdir();
     let mk = |resp: &str, len: usize| json!({"prompt_id": "p", "data_source": "gsm8k", "response": resp, "label": "4", "tokens": vec![1; 10 + len], "prompt_len": 10});
-    let recs = vec![mk("<think>x</think> \\boxed{4}", 50), mk("\\boxed{4}", 90), mk("\\boxed{5}", 120), json!({"prompt_id": "q", "data_source": "unknown_src", "response": "\\boxed{4}", "label": "4"}), json!({"prompt_id": "r", "data_source": "gsm8k", "label": "4"})];
+    let recs = vec![
+        mk("<think>x</think> \\boxed{4}", 50),
+        mk("\\boxed{4}", 90),
+        mk("\\boxed{5}", 120),
+        json!({"prompt_id": "q", "data_source": "unknown_src", "response": "\\boxed{4}", "label": "4"}),
+        json!({"prompt_id": "r", "data_source": "gsm8k", "label": "4"}),
+    ];
     let args = [
-        "--rm", "auto", "--max-response-len", "100", "--overlong-buffer", "20", "--format-pattern", "<think>.*</think>", "--format-bonus", "0.5", "--explain", "--on-error", "skip", "--rejects", "bad.jsonl", "-o", "out.jsonl",
+        "--rm",
+        "auto",
+        "--max-response-len",
+        "100",
+        "--overlong-buffer",
+        "20",
+        "--format-pattern",
+        "<think>.*</think>",
+        "--format-bonus",
+        "0.5",
+        "--explain",
+        "--on-error",
+        "skip",
+        "--rejects",
+        "bad.jsonl",
+        "-o",
+        "out.jsonl",
     ];
     let r = run_in(d.path(), "arl-reward", &args, &lines(&recs)).ok();
     let v = jsonl(&std::fs::read(d.path().join("out.jsonl")).unwrap());
@@ -248,18 +296,33 @@ fn tasks_are_reproducible_and_difficulty_adapts() {
     assert_eq!(ids.len(), 50);
     assert!(v.iter().all(|r| r["metadata"]["difficulty"] == 7 && r["data_source"] == "arith"));
     // History: level 3 solved 90% → 4; then level 4 at 10% → back to 3.
-    let hist = |lvl: u32, acc: f64| -> Vec<Value> { (0..20).map(|i| json!({"data_source": "arith", "reward": if (i as f64) < acc * 20.0 {1.0} else {0.0}, "metadata": {"difficulty": lvl}})).collect() };
+    let hist = |lvl: u32, acc: f64| -> Vec<Value> {
+        (0..20).map(|i| json!({"data_source": "arith", "reward": if (i as f64) < acc * 20.0 {1.0} else {0.0}, "metadata": {"difficulty": lvl}})).collect()
+    };
     std::fs::write(d.path().join("h1.jsonl"), lines(&hist(3, 0.9))).unwrap();
-    let r = run_in(d.path(), "arl-tasks", &["arith", "-n", "5", "--difficulty", "auto", "--history", "h1.jsonl"], b"").ok();
+    let r =
+        run_in(d.path(), "arl-tasks", &["arith", "-n", "5", "--difficulty", "auto", "--history", "h1.jsonl"], b"").ok();
     assert!(jsonl(&r.stdout).iter().all(|x| x["metadata"]["difficulty"] == 4), "{}", r.stderr);
     assert!(r.stderr.contains("up to 4"), "{}", r.stderr);
     std::fs::write(d.path().join("h2.jsonl"), lines(&hist(4, 0.1))).unwrap();
-    let r = run_in(d.path(), "arl-tasks", &["arith", "-n", "5", "--difficulty", "auto", "--history", "h1.jsonl", "h2.jsonl"], b"").ok();
+    let r = run_in(
+        d.path(),
+        "arl-tasks",
+        &["arith", "-n", "5", "--difficulty", "auto", "--history", "h1.jsonl", "h2.jsonl"],
+        b"",
+    )
+    .ok();
     assert!(jsonl(&r.stdout).iter().all(|x| x["metadata"]["difficulty"] == 3), "{}", r.stderr);
     let r = run_in(d.path(), "arl-tasks", &["arith", "--difficulty", "auto"], b"");
     assert_eq!(r.code, 2);
     // Mixed with a tool cost: easy ones answered directly, hard ones with the calculator.
-    let r = run_in(d.path(), "arl-tasks", &["arith", "-n", "40", "--mixed", "--tool-cost", "0.05", "--difficulty", "6", "--with-solutions"], b"").ok();
+    let r = run_in(
+        d.path(),
+        "arl-tasks",
+        &["arith", "-n", "40", "--mixed", "--tool-cost", "0.05", "--difficulty", "6", "--with-solutions"],
+        b"",
+    )
+    .ok();
     let v = jsonl(&r.stdout);
     let easy = v.iter().filter(|x| x["metadata"]["kind"] == "easy").count();
     assert!((10..=30).contains(&easy), "{easy}");

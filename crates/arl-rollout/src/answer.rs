@@ -56,7 +56,8 @@ enum FinishReason {
 fn by_serde(body: &[u8]) -> Result<Generation> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
     let a: Answer = if first == Some(b'[') {
-        let mut v: Vec<Answer> = serde_json::from_slice(body).context("the /generate answer is not the expected JSON")?;
+        let mut v: Vec<Answer> =
+            serde_json::from_slice(body).context("the /generate answer is not the expected JSON")?;
         if v.len() != 1 {
             bail!("/generate answered {} results for one prompt", v.len());
         }
@@ -65,9 +66,9 @@ fn by_serde(body: &[u8]) -> Result<Generation> {
         serde_json::from_slice(body).context("the /generate answer is not the expected JSON")?
     };
     let meta = a.meta_info.ok_or_else(|| anyhow!("/generate answer without `meta_info`"))?;
-    let lps = meta
-        .output_token_logprobs
-        .ok_or_else(|| anyhow!("/generate answer without `meta_info.output_token_logprobs` (return_logprob ignored?)"))?;
+    let lps = meta.output_token_logprobs.ok_or_else(|| {
+        anyhow!("/generate answer without `meta_info.output_token_logprobs` (return_logprob ignored?)")
+    })?;
     let mut logprobs = Vec::with_capacity(lps.len());
     let mut lp_ids = Vec::with_capacity(lps.len());
     for (i, (lp, id, _)) in lps.into_iter().enumerate() {
@@ -77,7 +78,11 @@ fn by_serde(body: &[u8]) -> Result<Generation> {
     }
     let output_ids = a.output_ids.unwrap_or_else(|| lp_ids.clone());
     if output_ids != lp_ids {
-        bail!("`output_ids` ({} tokens) and `output_token_logprobs` ({} entries) disagree", output_ids.len(), lp_ids.len());
+        bail!(
+            "`output_ids` ({} tokens) and `output_token_logprobs` ({} entries) disagree",
+            output_ids.len(),
+            lp_ids.len()
+        );
     }
     let finish = match meta.finish_reason {
         Some(FinishReason::Typed { kind }) => kind.unwrap_or_else(|| "unknown".to_string()),
@@ -121,7 +126,12 @@ fn fast(body: &[u8]) -> Option<Generation> {
         Some(ids) => ids,
         None => lp_ids,
     };
-    Some(Generation { output_ids, logprobs, finish: meta.finish.unwrap_or_else(|| "unknown".into()), weight_version: meta.weight_version })
+    Some(Generation {
+        output_ids,
+        logprobs,
+        finish: meta.finish.unwrap_or_else(|| "unknown".into()),
+        weight_version: meta.weight_version,
+    })
 }
 
 /// What [`fast`] read of `meta_info`.
@@ -333,7 +343,8 @@ impl<'a> Reader<'a> {
     /// path); longer numbers go through the standard library's parser.
     fn float(&mut self) -> Option<f64> {
         const POW10: [f64; 23] = [
-            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+            1e19, 1e20, 1e21, 1e22,
         ];
         self.ws();
         let (s, start) = (self.s, self.at);
@@ -573,16 +584,50 @@ mod tests {
 
     fn same(a: &Generation, b: &Generation) -> bool {
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        a.output_ids == b.output_ids && bits(&a.logprobs) == bits(&b.logprobs) && a.finish == b.finish && a.weight_version == b.weight_version
+        a.output_ids == b.output_ids
+            && bits(&a.logprobs) == bits(&b.logprobs)
+            && a.finish == b.finish
+            && a.weight_version == b.weight_version
     }
 
     /// An answer in SGLang's shape with random values, spacing and extra fields.
     fn answer(rng: &mut Rng) -> String {
         let pick = |rng: &mut Rng, l: &[&'static str]| l[rng.below(l.len() as u64) as usize];
         let sp = |rng: &mut Rng| pick(rng, &["", "", " ", "\n  ", "\t"]);
-        let floats = ["-0.125", "-0.0", "0.0", "-1e-3", "-2.5E+2", "-0.30000000000000004", "-7.006492321624085e-46", "-1234567.875", "-3.4028235e38", "-1e-320", "-12.000000000000001", "-0.1000000000000000055511151231257827"];
-        let thirds = ["null", "\"a\"", "\"\\\"<|im_end|>\\\\\"", "\"\\u00e9 x\"", "\"é\"", "3", "[1, {\"k\": []}]", "{}", "true"];
-        let extras = ["\"text\": \"hello \\\"world\\\"\\n\"", "\"id\": \"abc\"", "\"prompt_tokens\": 40", "\"cached_tokens\": 0", "\"e2e_latency\": 0.0123", "\"spec\": {\"a\": [1, 2.5, null, false]}", "\"hidden_states\": []"];
+        let floats = [
+            "-0.125",
+            "-0.0",
+            "0.0",
+            "-1e-3",
+            "-2.5E+2",
+            "-0.30000000000000004",
+            "-7.006492321624085e-46",
+            "-1234567.875",
+            "-3.4028235e38",
+            "-1e-320",
+            "-12.000000000000001",
+            "-0.1000000000000000055511151231257827",
+        ];
+        let thirds = [
+            "null",
+            "\"a\"",
+            "\"\\\"<|im_end|>\\\\\"",
+            "\"\\u00e9 x\"",
+            "\"é\"",
+            "3",
+            "[1, {\"k\": []}]",
+            "{}",
+            "true",
+        ];
+        let extras = [
+            "\"text\": \"hello \\\"world\\\"\\n\"",
+            "\"id\": \"abc\"",
+            "\"prompt_tokens\": 40",
+            "\"cached_tokens\": 0",
+            "\"e2e_latency\": 0.0123",
+            "\"spec\": {\"a\": [1, 2.5, null, false]}",
+            "\"hidden_states\": []",
+        ];
         let n = rng.below(7) as usize;
         let mut ids = Vec::new();
         let mut triples = Vec::new();
@@ -602,7 +647,19 @@ mod tests {
             let (a, b, c, d) = (sp(rng), sp(rng), sp(rng), sp(rng));
             triples.push(format!("[{a}{lp},{b}{id},{c}{}{d}]", pick(rng, &thirds)));
         }
-        let finish = pick(rng, &["{\"type\": \"stop\", \"matched\": 258}", "{\"type\": \"length\", \"length\": 64}", "{\"type\": \"abort\", \"message\": \"x\"}", "{\"type\": null}", "{}", "\"stop\"", "null", "{\"matched\": \"</s>\", \"type\": \"st\\u006fp\"}"]);
+        let finish = pick(
+            rng,
+            &[
+                "{\"type\": \"stop\", \"matched\": 258}",
+                "{\"type\": \"length\", \"length\": 64}",
+                "{\"type\": \"abort\", \"message\": \"x\"}",
+                "{\"type\": null}",
+                "{}",
+                "\"stop\"",
+                "null",
+                "{\"matched\": \"</s>\", \"type\": \"st\\u006fp\"}",
+            ],
+        );
         let version = pick(rng, &["\"1\"", "\"v-2\"", "3", "0", "null", "true"]);
         let mut meta = vec![format!("\"output_token_logprobs\": [{}]", triples.join(&format!(",{}", sp(rng))))];
         if rng.below(6) > 0 {
@@ -654,7 +711,9 @@ mod tests {
             }
             if let Some(f) = fast(&bad) {
                 corrupted_fast += 1;
-                let s = by_serde(&bad).unwrap_or_else(|e| panic!("the fast reader accepted what serde rejects ({e:#}): {}", String::from_utf8_lossy(&bad)));
+                let s = by_serde(&bad).unwrap_or_else(|e| {
+                    panic!("the fast reader accepted what serde rejects ({e:#}): {}", String::from_utf8_lossy(&bad))
+                });
                 assert!(same(&f, &s), "{}", String::from_utf8_lossy(&bad));
             }
         }
@@ -704,7 +763,10 @@ mod tests {
             (r#"{"meta_info": {"output_token_logprobs": [], "finish_reason": 3}}"#, Some("not the expected JSON")),
             (r#"{"meta_info": {"output_token_logprobs": [], "weight_version": -2.5}}"#, None),
             (r#"{"meta_info": {"output_token_logprobs": [], "weight_version": [1]}}"#, None),
-            (r#"{"meta_info": {"output_token_logprobs": [], "output_token_logprobs": []}}"#, Some("not the expected JSON")),
+            (
+                r#"{"meta_info": {"output_token_logprobs": [], "output_token_logprobs": []}}"#,
+                Some("not the expected JSON"),
+            ),
             (r#"{"meta_info": {"output_token_logprobs": []}} x"#, Some("not the expected JSON")),
             (r#"{"meta_info": {"output_token_logprobs": [[-0.5, 6"#, Some("not the expected JSON")),
         ];
@@ -731,6 +793,9 @@ mod tests {
         let e = parse(br#"{"meta_info": {"output_token_logprobs": [[-0.5, 6"#).unwrap_err();
         assert!(e.downcast_ref::<serde_json::Error>().is_some_and(|j| j.is_eof() || j.is_syntax()));
         let g = parse(br#"{"text": "hi", "output_ids": [5, 6], "meta_info": {"id": "x", "finish_reason": {"type": "stop", "matched": 6}, "weight_version": 3, "output_token_logprobs": [[-0.5, 5, null], [null, 6, "b"]]}}"#).expect("parses");
-        assert_eq!((g.output_ids, g.logprobs, g.finish.as_str(), g.weight_version.as_deref()), (vec![5, 6], vec![-0.5, 0.0], "stop", Some("3")));
+        assert_eq!(
+            (g.output_ids, g.logprobs, g.finish.as_str(), g.weight_version.as_deref()),
+            (vec![5, 6], vec![-0.5, 0.0], "stop", Some("3"))
+        );
     }
 }

@@ -22,10 +22,10 @@
 //! The result goes to `metadata.arena` (game, seat, opponent, result, how it
 //! ended, the moves, the final board); `arl-reward --rm game` turns it into a
 //! reward, so records stay replayable under another reward scale.
-use arl_core::record::{Record, Status};
 use crate::client::GenError;
 use crate::episode::{Episode, Shared};
 use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_core::record::{Record, Status};
 use arl_env::arena::game::{self, Board, Game, Outcome};
 use serde_json::{json, Value};
 
@@ -44,12 +44,18 @@ pub struct Arena {
 /// The game of a task record: `metadata.game` and the optional opening moves
 /// `metadata.opening` (a list of move numbers played before the seats start).
 pub fn task_game(rec: &Record) -> Result<(Game, Vec<i64>), String> {
-    let g = rec.meta("game").ok_or("field `metadata.game`: missing; arena tasks name their game (`tictactoe`, `connect4`), see `arl-tasks arena`")?;
+    let g = rec.meta("game").ok_or(
+        "field `metadata.game`: missing; arena tasks name their game (`tictactoe`, `connect4`), see `arl-tasks arena`",
+    )?;
     let name = g.as_str().ok_or("field `metadata.game`: expected a string")?;
-    let game = Game::parse(name).ok_or_else(|| format!("field `metadata.game`: unknown game `{name}` (known: tictactoe, connect4)"))?;
+    let game = Game::parse(name)
+        .ok_or_else(|| format!("field `metadata.game`: unknown game `{name}` (known: tictactoe, connect4)"))?;
     let opening: Vec<i64> = match rec.meta("opening") {
         None | Some(Value::Null) => vec![],
-        Some(Value::Array(a)) => a.iter().map(|x| x.as_i64().ok_or("field `metadata.opening`: expected a list of move numbers")).collect::<Result<_, _>>()?,
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_i64().ok_or("field `metadata.opening`: expected a list of move numbers"))
+            .collect::<Result<_, _>>()?,
         Some(_) => return Err("field `metadata.opening`: expected a list of move numbers".into()),
     };
     let mut b = Board::new(game);
@@ -119,7 +125,13 @@ pub struct GameResult {
 }
 
 /// Plays one game. `shared[s]` serves seat `s`; both may be the same.
-pub async fn play(arena: &Arena, shared: [&Shared; 2], game: Game, opening: &[i64], task_prompt: Option<&str>) -> Result<GameResult, GenError> {
+pub async fn play(
+    arena: &Arena,
+    shared: [&Shared; 2],
+    game: Game,
+    opening: &[i64],
+    task_prompt: Option<&str>,
+) -> Result<GameResult, GenError> {
     let mut board = Board::new(game);
     for &m in opening {
         board.play(m).map_err(|e| GenError::Fatal(anyhow::anyhow!("opening: {e}")))?;
@@ -268,7 +280,9 @@ pub async fn play(arena: &Arena, shared: [&Shared; 2], game: Game, opening: &[i6
             let sh = shared[s];
             let text = seat_prompt(game, s, &board, task_prompt);
             let rendered = match &sh.template {
-                Some(t) => t.render(&[json!({"role": "user", "content": text})], Some(&defs), true).map_err(GenError::Fatal)?,
+                Some(t) => {
+                    t.render(&[json!({"role": "user", "content": text})], Some(&defs), true).map_err(GenError::Fatal)?
+                }
                 None => text.clone(),
             };
             seat.ep.tokens = sh.tokenizer.encode(&rendered).map_err(GenError::Fatal)?;
@@ -288,7 +302,13 @@ pub async fn play(arena: &Arena, shared: [&Shared; 2], game: Game, opening: &[i6
 }
 
 /// Appends a tool-response turn (loss mask 0); false when it does not fit.
-fn append_observation(sh: &Shared, ep: &mut Episode, defs: &[Value], obs: &str, max_len: usize) -> Result<bool, GenError> {
+fn append_observation(
+    sh: &Shared,
+    ep: &mut Episode,
+    defs: &[Value],
+    obs: &str,
+    max_len: usize,
+) -> Result<bool, GenError> {
     let Some(template) = &sh.template else { return Ok(false) };
     let mut text = template.tool_turn(Some(defs), &[obs.to_string()]).map_err(GenError::Fatal)?;
     if let (Some(id), Some(eos)) = (sh.eos_id, &sh.eos_text) {
@@ -330,7 +350,14 @@ fn judge_turn(game: Game, board: &Board, calls: &[Call], finish: &str) -> Result
 /// The two records of a game (seat `x` then `o`), from the task record.
 /// `prompt_id` becomes `<task id>:<seat>` (each seat's games form a group),
 /// `sample_index` the game's index among the task's `-n` games.
-pub fn to_records(task: &Record, game: Game, index: u32, r: GameResult, arena: &Arena, tok: [&arl_chat::tokenizer::Tokenizer; 2]) -> Vec<Record> {
+pub fn to_records(
+    task: &Record,
+    game: Game,
+    index: u32,
+    r: GameResult,
+    arena: &Arena,
+    tok: [&arl_chat::tokenizer::Tokenizer; 2],
+) -> Vec<Record> {
     let task_id = task.prompt_id.clone().unwrap_or_default();
     let episode_id = format!("{task_id}#{index}");
     let winner = match r.outcome {

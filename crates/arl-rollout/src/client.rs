@@ -76,7 +76,8 @@ impl Client {
     pub fn new(cfg: ClientConfig, concurrency: usize) -> Result<Client> {
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(k) = &cfg.api_key {
-            let v = reqwest::header::HeaderValue::from_str(&format!("Bearer {k}")).context("`--api-key` is not a valid header value")?;
+            let v = reqwest::header::HeaderValue::from_str(&format!("Bearer {k}"))
+                .context("`--api-key` is not a valid header value")?;
             headers.insert(reqwest::header::AUTHORIZATION, v);
         }
         let http = arl_http::client::builder()
@@ -101,8 +102,9 @@ impl Client {
         let generate_urls = bases
             .iter()
             .map(|b| {
-                reqwest::Url::parse(&format!("{}/generate", b.trim_end_matches('/')))
-                    .map_err(|e| arl_core::cli::usage(format!("`{b}`: not a server URL ({e}); expected e.g. http://127.0.0.1:30000")))
+                reqwest::Url::parse(&format!("{}/generate", b.trim_end_matches('/'))).map_err(|e| {
+                    arl_core::cli::usage(format!("`{b}`: not a server URL ({e}); expected e.g. http://127.0.0.1:30000"))
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Client {
@@ -146,7 +148,13 @@ impl Client {
     /// One `/generate` call with retries. Retries on connection errors,
     /// timeouts and HTTP 408/429/5xx, each after `backoff · 2^k` (capped at
     /// 10 s, jittered), moving to the next endpoint when there are several.
-    pub async fn generate(&self, ep: usize, input_ids: &[u32], sampling: &Sampling, max_new_tokens: u32) -> Result<Generation, GenError> {
+    pub async fn generate(
+        &self,
+        ep: usize,
+        input_ids: &[u32],
+        sampling: &Sampling,
+        max_new_tokens: u32,
+    ) -> Result<Generation, GenError> {
         let mut attempt = 0u32;
         loop {
             // Closed by abort_all, so waiting episodes stop too.
@@ -182,7 +190,9 @@ impl Client {
                 Ok(resp) => {
                     let status = resp.status();
                     if status.is_success() {
-                        resp.bytes().await.map_err(|e| (true, anyhow::Error::new(e).context("reading the /generate answer")))
+                        resp.bytes()
+                            .await
+                            .map_err(|e| (true, anyhow::Error::new(e).context("reading the /generate answer")))
                     } else {
                         let text = resp.text().await.unwrap_or_default();
                         let retry = matches!(status.as_u16(), 408 | 429 | 500..=599);
@@ -238,7 +248,10 @@ impl Client {
             Some(r) => match self.router_workers(r).await {
                 Ok(w) => w,
                 Err(e) => {
-                    arl_core::cli::warn("arl-rollout", format!("cannot list the router's workers, aborts not sent: {e:#}"));
+                    arl_core::cli::warn(
+                        "arl-rollout",
+                        format!("cannot list the router's workers, aborts not sent: {e:#}"),
+                    );
                     vec![]
                 }
             },
@@ -271,10 +284,15 @@ impl Client {
     async fn send_aborts(&self, rids: &[(String, usize)], targets: &[String]) {
         let mut calls = Vec::new();
         for (rid, ep) in rids {
-            let urls: Vec<String> = if self.cfg.router.is_some() { targets.to_vec() } else { vec![self.base(*ep).to_string()] };
+            let urls: Vec<String> =
+                if self.cfg.router.is_some() { targets.to_vec() } else { vec![self.base(*ep).to_string()] };
             for u in urls {
                 let body = json!({"rid": rid});
-                let req = self.http.post(format!("{}/abort_request", u.trim_end_matches('/'))).json(&body).timeout(Duration::from_secs(5));
+                let req = self
+                    .http
+                    .post(format!("{}/abort_request", u.trim_end_matches('/')))
+                    .json(&body)
+                    .timeout(Duration::from_secs(5));
                 self.stats.aborts_sent.fetch_add(1, Ordering::Relaxed);
                 calls.push(async move {
                     let _ = req.send().await;
@@ -292,7 +310,10 @@ impl Client {
             if r.status().is_success() {
                 if let Ok(v) = r.json::<Value>().await {
                     if let Some(ws) = v.get("workers").and_then(Value::as_array) {
-                        return Ok(ws.iter().filter_map(|w| w.get("url").and_then(Value::as_str).map(str::to_string)).collect());
+                        return Ok(ws
+                            .iter()
+                            .filter_map(|w| w.get("url").and_then(Value::as_str).map(str::to_string))
+                            .collect());
                     }
                 }
             }
@@ -306,7 +327,10 @@ impl Client {
             .error_for_status()?
             .json()
             .await?;
-        Ok(v.get("urls").and_then(Value::as_array).map(|a| a.iter().filter_map(|u| u.as_str().map(str::to_string)).collect()).unwrap_or_default())
+        Ok(v.get("urls")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|u| u.as_str().map(str::to_string)).collect())
+            .unwrap_or_default())
     }
 }
 
@@ -378,7 +402,11 @@ mod tests {
                    "sampling_params": {"temperature": 0.7, "stop": ["\"</s>\"", "\n"], "max_new_tokens": 300},
                    "return_logprob": true})
         );
-        let v: Value = serde_json::from_slice(&request_body("r", &[], &Sampling::new(Default::default()), 1)).expect("valid JSON");
-        assert_eq!(v, json!({"rid": "r", "input_ids": [], "sampling_params": {"max_new_tokens": 1}, "return_logprob": true}));
+        let v: Value =
+            serde_json::from_slice(&request_body("r", &[], &Sampling::new(Default::default()), 1)).expect("valid JSON");
+        assert_eq!(
+            v,
+            json!({"rid": "r", "input_ids": [], "sampling_params": {"max_new_tokens": 1}, "return_logprob": true})
+        );
     }
 }

@@ -12,9 +12,9 @@
 //!  "default": "calc"}
 //! ```
 //! Keys an environment omits take the flags' values.
+use anyhow::{anyhow, bail, Context, Result};
 use arl_core::record::Record;
 use arl_env::tools::Registry;
-use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,7 +54,11 @@ impl Envs {
                             .as_array()
                             .ok_or_else(|| anyhow!("env `{name}`: `tools` must be a list of names"))?
                             .iter()
-                            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| anyhow!("env `{name}`: tool names are strings")))
+                            .map(|x| {
+                                x.as_str()
+                                    .map(str::to_string)
+                                    .ok_or_else(|| anyhow!("env `{name}`: tool names are strings"))
+                            })
                             .collect::<Result<_>>()?;
                     }
                     let num = |k: &str| spec.get(k).and_then(Value::as_u64);
@@ -96,7 +100,11 @@ impl Envs {
         }
         if let Some(v) = rec.meta("env") {
             let name = v.as_str().ok_or("field `metadata.env`: expected a string")?;
-            return self.by_name.get(name).cloned().ok_or_else(|| format!("field `metadata.env`: unknown environment `{name}` (see --env-config)"));
+            return self
+                .by_name
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("field `metadata.env`: unknown environment `{name}` (see --env-config)"));
         }
         if let Some(src) = &rec.data_source {
             if let Some(env) = self.by_source.get(src) {

@@ -6,9 +6,9 @@
 use super::client::{Client, GenError};
 use super::env::Env;
 use arl_chat::template::ChatTemplate;
-use arl_core::record::Status;
 use arl_chat::tokenizer::Tokenizer;
 use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_core::record::Status;
 use arl_env::tools::{EpisodeState, Registry, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
@@ -47,7 +47,13 @@ pub struct Episode {
 impl Shared {
     /// Runs one episode from `prompt_ids` on endpoint `ep`.
     /// `task` is the record's `metadata`, for tools with per-task state (`sql`).
-    pub async fn run_episode(&self, ep: usize, prompt_ids: &[u32], env: &Env, task: &Value) -> Result<Episode, GenError> {
+    pub async fn run_episode(
+        &self,
+        ep: usize,
+        prompt_ids: &[u32],
+        env: &Env,
+        task: &Value,
+    ) -> Result<Episode, GenError> {
         let mut e = Episode { tokens: prompt_ids.to_vec(), prompt_len: prompt_ids.len(), ..Default::default() };
         let state = tokio::sync::Mutex::new(EpisodeState::for_task(task.clone()));
         let max_len = env.max_response_len as usize;
@@ -64,7 +70,10 @@ impl Shared {
             }
             let g = self.client.generate(ep, &e.tokens, &self.sampling, budget).await?;
             self.client.stats.prompt_tokens.fetch_add(e.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            self.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            self.client
+                .stats
+                .generated_tokens
+                .fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let turn_start = e.tokens.len();
             e.tokens.extend_from_slice(&g.output_ids);
             e.loss_mask.extend(std::iter::repeat_n(1u8, g.output_ids.len()));

@@ -15,12 +15,12 @@ pub mod env;
 pub mod episode;
 pub mod output;
 
-use arl_core::cli::{self, Input};
 pub use crate::config::{Config, TOOL};
-use arl_core::record::Record;
-use arl_chat::tokenizer::Tokenizer;
-use arl_env::tools::{self, Registry, Tool, ToolImpl};
 use anyhow::{Context, Result};
+use arl_chat::tokenizer::Tokenizer;
+use arl_core::cli::{self, Input};
+use arl_core::record::Record;
+use arl_env::tools::{self, Registry, Tool, ToolImpl};
 use client::{Client, ClientConfig, GenError};
 use episode::{Episode, Shared};
 use serde_json::{json, Value};
@@ -92,7 +92,9 @@ fn build_registry(cfg: &Config) -> Result<Registry> {
     let timeout = cfg.tool_timeout;
     for t in &cfg.tools {
         match t.as_str() {
-            "calculator" => reg.add(Tool { name: t.clone(), definition: tools::calculator_def(), imp: ToolImpl::Calculator })?,
+            "calculator" => {
+                reg.add(Tool { name: t.clone(), definition: tools::calculator_def(), imp: ToolImpl::Calculator })?
+            }
             "python" => {
                 let limits = arl_env::sandbox::Limits { timeout, ..Default::default() };
                 let sandbox = match &cfg.sandbox_url {
@@ -103,7 +105,8 @@ fn build_registry(cfg: &Config) -> Result<Registry> {
                     ),
                     None => arl_env::sandbox::Sandbox::local(
                         limits,
-                        cfg.sandbox_concurrency.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())),
+                        cfg.sandbox_concurrency
+                            .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get())),
                     ),
                 };
                 let py = tools::python::Python {
@@ -116,11 +119,18 @@ fn build_registry(cfg: &Config) -> Result<Registry> {
                 reg.add(Tool { name: t.clone(), definition: tools::python_def(), imp: ToolImpl::Python(Arc::new(py)) })?
             }
             "sql" => {
-                let backend = arl_env::sql::Backend::from_url(cfg.sql_url.as_deref()).map_err(|e| cli::usage(format!("`--sql-url`: {e}")))?;
+                let backend = arl_env::sql::Backend::from_url(cfg.sql_url.as_deref())
+                    .map_err(|e| cli::usage(format!("`--sql-url`: {e}")))?;
                 let limits = arl_env::sql::Limits { timeout: cfg.sql_timeout, max_rows: cfg.sql_max_rows };
-                reg.add(Tool { name: t.clone(), definition: tools::sql_def(cfg.sql_max_rows), imp: ToolImpl::Sql(Arc::new(tools::sql::SqlTool { backend, limits })) })?
+                reg.add(Tool {
+                    name: t.clone(),
+                    definition: tools::sql_def(cfg.sql_max_rows),
+                    imp: ToolImpl::Sql(Arc::new(tools::sql::SqlTool { backend, limits })),
+                })?
             }
-            other => return Err(cli::usage(format!("unknown built-in tool `{other}` (known: calculator, python, sql)"))),
+            other => {
+                return Err(cli::usage(format!("unknown built-in tool `{other}` (known: calculator, python, sql)")))
+            }
         }
     }
     if let Some(src) = &cfg.openapi {
@@ -134,11 +144,18 @@ fn build_registry(cfg: &Config) -> Result<Registry> {
     }
     if let Some(site) = &cfg.web {
         if !(site.starts_with("http://") || site.starts_with("https://")) {
-            return Err(cli::usage(format!("`--web {site}`: expected the task site's URL, e.g. http://127.0.0.1:8700")));
+            return Err(cli::usage(format!(
+                "`--web {site}`: expected the task site's URL, e.g. http://127.0.0.1:8700"
+            )));
         }
         let chromium = match &cfg.chromium {
             Some(p) => p.clone(),
-            None => arl_env::web::cdp::find_chromium().ok_or_else(|| cli::hint(cli::usage("`--web`: no Chromium found (chromium, chromium-browser or google-chrome on PATH)"), "install it (scripts/setup.sh installs Debian's `chromium`) or pass `--chromium PATH`"))?,
+            None => arl_env::web::cdp::find_chromium().ok_or_else(|| {
+                cli::hint(
+                    cli::usage("`--web`: no Chromium found (chromium, chromium-browser or google-chrome on PATH)"),
+                    "install it (scripts/setup.sh installs Debian's `chromium`) or pass `--chromium PATH`",
+                )
+            })?,
         };
         let origin = arl_env::web::origin_of(site).unwrap_or(site).to_string();
         let hostport = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h).to_string();
@@ -153,18 +170,24 @@ fn build_registry(cfg: &Config) -> Result<Registry> {
     let specs: Vec<Value> = match &cfg.tool_spec {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("`{}`: expected a JSON list of tool definitions", p.display()))?
+            serde_json::from_str(&text)
+                .with_context(|| format!("`{}`: expected a JSON list of tool definitions", p.display()))?
         }
         None => vec![],
     };
     for spec in &cfg.external {
-        let (name, cmd) = spec.split_once('=').ok_or_else(|| cli::usage(format!("`--tool {spec}`: expected NAME=COMMAND")))?;
+        let (name, cmd) =
+            spec.split_once('=').ok_or_else(|| cli::usage(format!("`--tool {spec}`: expected NAME=COMMAND")))?;
         let definition = specs
             .iter()
             .find(|d| d.pointer("/function/name").and_then(Value::as_str) == Some(name))
             .cloned()
             .unwrap_or_else(|| {
-                tools::function_def(name, &format!("External tool `{name}`"), json!({"type": "object", "additionalProperties": true}))
+                tools::function_def(
+                    name,
+                    &format!("External tool `{name}`"),
+                    json!({"type": "object", "additionalProperties": true}),
+                )
             });
         reg.add(Tool {
             name: name.to_string(),
@@ -181,7 +204,8 @@ fn prompt_ids(rec: &Record, shared: &Shared, env: &env::Env, system: Option<&str
     let text = match &shared.template {
         None => prompt.to_string(),
         Some(t) => {
-            let mut msgs = arl_core::dataset::prompt_messages(prompt).unwrap_or_else(|| vec![json!({"role": "user", "content": prompt})]);
+            let mut msgs = arl_core::dataset::prompt_messages(prompt)
+                .unwrap_or_else(|| vec![json!({"role": "user", "content": prompt})]);
             if let Some(s) = system {
                 if msgs.first().and_then(|m| m.get("role")).and_then(Value::as_str) != Some("system") {
                     msgs.insert(0, json!({"role": "system", "content": s}));
@@ -229,7 +253,8 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
     arl_core::alloc::no_transparent_huge_pages();
     let out_path = cfg.output.path.clone();
     let tokenizer = Arc::new(Tokenizer::load(&cfg.tokenizer)?);
-    let template = if cfg.no_chat_template { None } else { Some(arl_chat::template::ChatTemplate::from_tokenizer(&tokenizer)?) };
+    let template =
+        if cfg.no_chat_template { None } else { Some(arl_chat::template::ChatTemplate::from_tokenizer(&tokenizer)?) };
     let eos_text = tokenizer.config_str("eos_token");
     let eos_id = eos_text.as_deref().and_then(|t| tokenizer.token_to_id(t));
     let env_config: Option<Value> = match &cfg.env_config {
@@ -267,7 +292,8 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
     sampling.insert("skip_special_tokens".into(), json!(false));
     sampling.insert("spaces_between_special_tokens".into(), json!(false));
 
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     // Built outside the runtime: the sandbox's SandboxFusion client is a
     // blocking reqwest client, which must not be created or dropped in async code.
     let mut registry = build_registry(&cfg)?;
@@ -319,7 +345,11 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
             Some(Arc::new(Shared {
                 client,
                 tokenizer: tokenizer.clone(),
-                template: if cfg.no_chat_template { None } else { Some(arl_chat::template::ChatTemplate::from_tokenizer(&tokenizer)?) },
+                template: if cfg.no_chat_template {
+                    None
+                } else {
+                    Some(arl_chat::template::ChatTemplate::from_tokenizer(&tokenizer)?)
+                },
                 tools: tools::Registry::default(),
                 eos_id: shared.eos_id,
                 eos_text: shared.eos_text.clone(),
@@ -338,7 +368,13 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
     res
 }
 
-async fn drive(cfg: Config, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, envs: env::Envs, out_path: Option<std::path::PathBuf>) -> Result<ExitCode> {
+async fn drive(
+    cfg: Config,
+    shared: Arc<Shared>,
+    opponent: Option<Arc<Shared>>,
+    envs: env::Envs,
+    out_path: Option<std::path::PathBuf>,
+) -> Result<ExitCode> {
     let n = cfg.n_samples_per_prompt;
     // Read and normalise every prompt (the walk needs the whole dataset).
     let mut input = Input::open(&cfg.input)?;
@@ -366,7 +402,13 @@ async fn drive(cfg: Config, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, 
     }
     let order = walk(prompts.len(), cfg.batch_size, cfg.step, cfg.seed);
 
-    let mut out = output::Output::open(&cfg.output, out_path.as_deref(), cfg.resume, if cfg.arena { 2 * n } else { n }, cfg.arena)?;
+    let mut out = output::Output::open(
+        &cfg.output,
+        out_path.as_deref(),
+        cfg.resume,
+        if cfg.arena { 2 * n } else { n },
+        cfg.arena,
+    )?;
     let resumed = out.done.len() as u64;
     let mut jobs = Vec::with_capacity(order.len());
     let mut seen = std::collections::HashSet::with_capacity(order.len());
@@ -555,7 +597,13 @@ async fn drive(cfg: Config, shared: Arc<Shared>, opponent: Option<Arc<Shared>>, 
 
 /// Arena mode: the `n` games of one task, concurrently; their records (seat
 /// `x` then `o`, game by game) are written as one unit.
-async fn run_games(arena: &crate::arena::Arena, shared: &Shared, opponent: Option<&Shared>, job: Group, n: u32) -> Result<Vec<Record>, GenError> {
+async fn run_games(
+    arena: &crate::arena::Arena,
+    shared: &Shared,
+    opponent: Option<&Shared>,
+    job: Group,
+    n: u32,
+) -> Result<Vec<Record>, GenError> {
     let (game, opening) = crate::arena::task_game(&job.rec).map_err(|e| GenError::Fatal(anyhow::anyhow!(e)))?;
     let seats = [shared, opponent.unwrap_or(shared)];
     let prompt = job.rec.prompt.as_deref();
@@ -563,7 +611,9 @@ async fn run_games(arena: &crate::arena::Arena, shared: &Shared, opponent: Optio
     let results = futures::future::join_all(futs).await;
     let (mut xs, mut os) = (Vec::with_capacity(n as usize), Vec::with_capacity(n as usize));
     for (i, r) in results.into_iter().enumerate() {
-        let mut pair = crate::arena::to_records(&job.rec, game, i as u32, r?, arena, [&seats[0].tokenizer, &seats[1].tokenizer]).into_iter();
+        let mut pair =
+            crate::arena::to_records(&job.rec, game, i as u32, r?, arena, [&seats[0].tokenizer, &seats[1].tokenizer])
+                .into_iter();
         xs.extend(pair.next());
         os.extend(pair.next());
     }

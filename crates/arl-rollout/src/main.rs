@@ -14,7 +14,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-
 /// Multi-turn agent rollouts against SGLang-compatible servers, with tools
 ///
 /// Each prompt is rendered once with the model's chat template (tool
@@ -85,7 +84,13 @@ pub struct Args {
     pub no_chat_template: bool,
 
     /// Samples per prompt (the group size)
-    #[arg(short = 'n', long = "n-samples-per-prompt", default_value_t = 1, value_name = "N", help_heading = "Sampling")]
+    #[arg(
+        short = 'n',
+        long = "n-samples-per-prompt",
+        default_value_t = 1,
+        value_name = "N",
+        help_heading = "Sampling"
+    )]
     pub n_samples_per_prompt: u32,
     /// Sampling temperature
     #[arg(long, default_value_t = 1.0, value_name = "T", help_heading = "Sampling")]

@@ -6,10 +6,10 @@
 //! converted to Parquet — only when the run completes. `--resume` keeps the
 //! complete groups of `NAME.partial` (a torn last line or an unfinished group
 //! is dropped) and reports their `prompt_id`s so they are not sampled again.
+use anyhow::{Context, Result};
 use arl_core::cli::OutputSpec;
 use arl_core::io::{Format, RecordWriter};
 use arl_core::record::Record;
-use anyhow::{Context, Result};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -86,7 +86,13 @@ impl Output {
         let mut done = HashSet::new();
         let mut kept = Vec::new();
         if resume {
-            let src = if partial.exists() { Some(partial.clone()) } else if dest.exists() { Some(dest.to_path_buf()) } else { None };
+            let src = if partial.exists() {
+                Some(partial.clone())
+            } else if dest.exists() {
+                Some(dest.to_path_buf())
+            } else {
+                None
+            };
             if let Some(src) = src {
                 (kept, done) = complete_groups(&src, n, arena)?;
             }
@@ -99,7 +105,8 @@ impl Output {
         // Rewrite the partial file with only complete groups, atomically.
         let tmp = partial.with_extension("partial.tmp");
         {
-            let mut w = BufWriter::new(File::create(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?);
+            let mut w =
+                BufWriter::new(File::create(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?);
             for l in &kept {
                 w.write_all(l)?;
                 w.write_all(b"\n")?;
@@ -108,9 +115,18 @@ impl Output {
             w.get_ref().sync_all()?;
         }
         std::fs::rename(&tmp, &partial).with_context(|| format!("cannot create `{}`", partial.display()))?;
-        let f = std::fs::OpenOptions::new().append(true).open(&partial).with_context(|| format!("cannot open `{}`", partial.display()))?;
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&partial)
+            .with_context(|| format!("cannot open `{}`", partial.display()))?;
         Ok(Output {
-            kind: Kind::File { partial, dest: dest.to_path_buf(), format: args.format, w: BufWriter::with_capacity(1 << 20, f), buf: Vec::new() },
+            kind: Kind::File {
+                partial,
+                dest: dest.to_path_buf(),
+                format: args.format,
+                w: BufWriter::with_capacity(1 << 20, f),
+                buf: Vec::new(),
+            },
             done,
         })
     }
@@ -158,8 +174,12 @@ impl Output {
                 let special = std::fs::metadata(&dest).is_ok_and(|m| !m.is_file() && !m.is_dir());
                 match format {
                     Format::Jsonl if special => {
-                        let mut f = std::fs::OpenOptions::new().write(true).open(&dest).with_context(|| format!("cannot open `{}`", dest.display()))?;
-                        std::io::copy(&mut File::open(&partial)?, &mut f).with_context(|| format!("cannot write `{}`", dest.display()))?;
+                        let mut f = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(&dest)
+                            .with_context(|| format!("cannot open `{}`", dest.display()))?;
+                        std::io::copy(&mut File::open(&partial)?, &mut f)
+                            .with_context(|| format!("cannot write `{}`", dest.display()))?;
                         std::fs::remove_file(&partial)?;
                     }
                     Format::Jsonl => std::fs::rename(&partial, &dest)

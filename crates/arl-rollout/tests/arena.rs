@@ -79,13 +79,30 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     let tasks = jsonl(&std::fs::read(p.join("tasks.jsonl")).unwrap());
     assert_eq!(tasks[0]["metadata"]["game"], "tictactoe");
     assert_eq!(tasks[0]["metadata"]["opening"], json!([]));
-    let plan = [("Turn 1.", 1), ("Turn 2.", 1), ("Turn 2, attempt 2.", 5), ("Turn 3.", 2), ("Turn 4.", 9), ("Turn 5.", 3)];
-    let scripts: Vec<Value> = plan.iter().map(|(w, m)| json!({"when": w, "completion": format!("I play {m}.\n{}", call("cell", *m))})).collect();
+    let plan =
+        [("Turn 1.", 1), ("Turn 2.", 1), ("Turn 2, attempt 2.", 5), ("Turn 3.", 2), ("Turn 4.", 9), ("Turn 5.", 3)];
+    let scripts: Vec<Value> = plan
+        .iter()
+        .map(|(w, m)| json!({"when": w, "completion": format!("I play {m}.\n{}", call("cell", *m))}))
+        .collect();
     let policy = scripted(p, "policy", &scripts);
     run_in(
         p,
         "arl-rollout",
-        &["-q", "--arena", "-i", "tasks.jsonl", "--endpoint", &policy.url, "--tokenizer", "model", "--illegal-retries", "1", "-o", "games.jsonl"],
+        &[
+            "-q",
+            "--arena",
+            "-i",
+            "tasks.jsonl",
+            "--endpoint",
+            &policy.url,
+            "--tokenizer",
+            "model",
+            "--illegal-retries",
+            "1",
+            "-o",
+            "games.jsonl",
+        ],
         b"",
     )
     .ok();
@@ -96,23 +113,57 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     let again = run_in(
         p,
         "arl-rollout",
-        &["--arena", "-i", "tasks.jsonl", "--endpoint", &policy.url, "--tokenizer", "model", "--illegal-retries", "1", "-o", "games.jsonl", "--resume"],
+        &[
+            "--arena",
+            "-i",
+            "tasks.jsonl",
+            "--endpoint",
+            &policy.url,
+            "--tokenizer",
+            "model",
+            "--illegal-retries",
+            "1",
+            "-o",
+            "games.jsonl",
+            "--resume",
+        ],
         b"",
     )
     .ok();
-    assert!(again.stderr.contains("1 groups written (1 resumed)") && again.stderr.contains("0 requests"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("1 groups written (1 resumed)") && again.stderr.contains("0 requests"),
+        "{}",
+        again.stderr
+    );
     assert_eq!(jsonl(&std::fs::read(p.join("games.jsonl")).unwrap()), games);
     // A torn write that kept only seat x's group: the task is played again, not half-kept.
     std::fs::write(p.join("torn.jsonl.partial"), to_jsonl(&games[..1])).unwrap();
     run_in(
         p,
         "arl-rollout",
-        &["-q", "--arena", "-i", "tasks.jsonl", "--endpoint", &policy.url, "--tokenizer", "model", "--illegal-retries", "1", "-o", "torn.jsonl", "--resume"],
+        &[
+            "-q",
+            "--arena",
+            "-i",
+            "tasks.jsonl",
+            "--endpoint",
+            &policy.url,
+            "--tokenizer",
+            "model",
+            "--illegal-retries",
+            "1",
+            "-o",
+            "torn.jsonl",
+            "--resume",
+        ],
         b"",
     )
     .ok();
     let redone = jsonl(&std::fs::read(p.join("torn.jsonl")).unwrap());
-    assert_eq!(redone.iter().map(|r| r["prompt_id"].as_str().unwrap()).collect::<Vec<_>>(), vec![format!("{id}:x"), format!("{id}:o")]);
+    assert_eq!(
+        redone.iter().map(|r| r["prompt_id"].as_str().unwrap()).collect::<Vec<_>>(),
+        vec![format!("{id}:x"), format!("{id}:o")]
+    );
     let (x, o) = (&games[0], &games[1]);
     assert_eq!(x["prompt_id"], format!("{id}:x"));
     assert_eq!(o["prompt_id"], format!("{id}:o"));
@@ -124,7 +175,8 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
         assert_eq!(r["metadata"]["arena"]["winner"], "x");
         assert_eq!(r["metadata"]["arena"]["reason"], "line");
         assert_eq!(r["metadata"]["arena"]["opponent"], "self");
-        let moves: Vec<i64> = r["metadata"]["arena"]["moves"].as_array().unwrap().iter().map(|m| m["move"].as_i64().unwrap()).collect();
+        let moves: Vec<i64> =
+            r["metadata"]["arena"]["moves"].as_array().unwrap().iter().map(|m| m["move"].as_i64().unwrap()).collect();
         assert_eq!(moves, vec![1, 5, 2, 9, 3]);
     }
     assert_eq!(x["metadata"]["arena"]["result"], "win");
@@ -144,7 +196,16 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     let rewards: Vec<f64> = scored.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
     assert_eq!(rewards, vec![1.0, -1.0]);
     assert_eq!(scored[0]["reward_detail"]["rm"], "game");
-    let scored = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "game", "--game-draw", "0.5", "--game-loss", "0", "-i", "games.jsonl"], b"").ok().stdout);
+    let scored = jsonl(
+        &run_in(
+            p,
+            "arl-reward",
+            &["-q", "--rm", "game", "--game-draw", "0.5", "--game-loss", "0", "-i", "games.jsonl"],
+            b"",
+        )
+        .ok()
+        .stdout,
+    );
     assert_eq!(scored.iter().map(|r| r["reward"].as_f64().unwrap()).sum::<f64>(), 1.0);
 
     // arl-inspect show replays the game.
@@ -159,8 +220,24 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
         p,
         "arl-rollout",
         &[
-            "-q", "--arena", "-i", "tasks.jsonl", "--endpoint", &policy.url, "--opponent-endpoint", &opp.url, "--tokenizer", "model", "--illegal-retries", "1", "-n",
-            "2", "--rm", "game", "-o", "forfeit.jsonl",
+            "-q",
+            "--arena",
+            "-i",
+            "tasks.jsonl",
+            "--endpoint",
+            &policy.url,
+            "--opponent-endpoint",
+            &opp.url,
+            "--tokenizer",
+            "model",
+            "--illegal-retries",
+            "1",
+            "-n",
+            "2",
+            "--rm",
+            "game",
+            "-o",
+            "forfeit.jsonl",
         ],
         b"",
     )
@@ -186,7 +263,11 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     assert_eq!(o["metadata"]["arena"]["illegal_moves"], 2);
     assert_eq!(o["turns"], 2);
     assert!(masked_text(o, 0).contains("1 more illegal attempt and you forfeit"));
-    let scored = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "game", "--game-forfeit", "-2", "-i", "forfeit.jsonl"], b"").ok().stdout);
+    let scored = jsonl(
+        &run_in(p, "arl-reward", &["-q", "--rm", "game", "--game-forfeit", "-2", "-i", "forfeit.jsonl"], b"")
+            .ok()
+            .stdout,
+    );
     let rewards: Vec<f64> = scored.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
     assert_eq!(rewards, vec![1.0, 1.0, -2.0, -2.0]);
     assert_eq!(scored[2]["reward_detail"]["forfeited"], true);
@@ -208,7 +289,26 @@ fn the_tiny_model_plays_itself() {
         run_in(
             p,
             "arl-rollout",
-            &["-q", "--arena", "-i", "t.jsonl", "--endpoint", &server.url, "--tokenizer", "m", "-n", "2", "--max-new-tokens", "12", "--max-response-len", "48", "--illegal-retries", "1", "-o", "g.jsonl"],
+            &[
+                "-q",
+                "--arena",
+                "-i",
+                "t.jsonl",
+                "--endpoint",
+                &server.url,
+                "--tokenizer",
+                "m",
+                "-n",
+                "2",
+                "--max-new-tokens",
+                "12",
+                "--max-response-len",
+                "48",
+                "--illegal-retries",
+                "1",
+                "-o",
+                "g.jsonl",
+            ],
             b"",
         )
         .ok();
@@ -242,7 +342,9 @@ fn known_answers() -> Vec<Value> {
     let answers = ["the quick fox", "the quick brown fox jumps", "a slow turtle", "the quick brown fox"];
     let mut recs = Vec::new();
     for (k, a) in answers.iter().enumerate() {
-        recs.push(json!({"prompt_id": "q1", "sample_index": k, "prompt": "Say the sentence.", "label": label, "response": a}));
+        recs.push(
+            json!({"prompt_id": "q1", "sample_index": k, "prompt": "Say the sentence.", "label": label, "response": a}),
+        );
     }
     // A second group of five (odd: a bye in elimination), longer is better there.
     for (k, a) in ["aa", "aaaaa", "a", "aaaa", "aaa"].iter().enumerate() {
@@ -261,7 +363,16 @@ fn round_robin_and_elimination_rank_known_answers() {
     let p = d.path();
     let input = to_jsonl(&known_answers());
     // Rule judge: the higher F1 against the label wins.
-    let rr = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "arena", "--arena", "round-robin", "--judge", "score", "--judge-rm", "f1"], &input).ok().stdout);
+    let rr = jsonl(
+        &run_in(
+            p,
+            "arl-reward",
+            &["-q", "--rm", "arena", "--arena", "round-robin", "--judge", "score", "--judge-rm", "f1"],
+            &input,
+        )
+        .ok()
+        .stdout,
+    );
     let third = 1.0f64 / 3.0;
     let got = rewards_of(&rr, "q1");
     let want = [third, 1.0, 0.0, 2.0 * third];
@@ -274,7 +385,11 @@ fn round_robin_and_elimination_rank_known_answers() {
     // q2: only "aaaaa" matches the label; the other four tie among themselves.
     assert_eq!(rewards_of(&rr, "q2"), vec![0.375, 1.0, 0.375, 0.375, 0.375]);
 
-    let el = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "arena", "--arena", "elimination", "--judge", "longer"], &input).ok().stdout);
+    let el = jsonl(
+        &run_in(p, "arl-reward", &["-q", "--rm", "arena", "--arena", "elimination", "--judge", "longer"], &input)
+            .ok()
+            .stdout,
+    );
     // q1 by length: 1 v 0 → 1 (25 chars > 13), 2 v 3 → 3; final 1 v 3 → 1.
     assert_eq!(rewards_of(&el, "q1"), vec![0.0, 1.0, 0.0, 0.5]);
     // q2 (five, 3 rounds): 0 v 1 → 1, 2 v 3 → 3, 4 bye; 1 v 3 → 1, 4 bye; final 1 v 4 → 1.
@@ -296,7 +411,16 @@ fn round_robin_and_elimination_rank_known_answers() {
     )
     .unwrap();
     let cmd = format!("python3 {}", s(&judge));
-    let out = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "arena", "--arena", "round-robin", "--judge", "cmd", "--judge-cmd", &cmd], &input).ok().stdout);
+    let out = jsonl(
+        &run_in(
+            p,
+            "arl-reward",
+            &["-q", "--rm", "arena", "--arena", "round-robin", "--judge", "cmd", "--judge-cmd", &cmd],
+            &input,
+        )
+        .ok()
+        .stdout,
+    );
     // q1 word counts 3, 5, 3, 4: samples 0 and 2 tie with each other.
     let got = rewards_of(&out, "q1");
     for (g, w) in got.iter().zip([0.5 * third, 1.0, 0.5 * third, 2.0 * third]) {
@@ -337,8 +461,21 @@ fn a_model_judge_gives_the_scripted_verdicts() {
             verdict("alpha", "beta", "I cannot decide."),
         ],
     );
-    let recs: Vec<Value> = answers.iter().enumerate().map(|(k, a)| json!({"prompt_id": "q", "sample_index": k, "prompt": "Name a letter.", "response": a})).collect();
-    let out = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "arena", "--judge", "model", "--judge-url", &judge.url], &to_jsonl(&recs)).ok().stdout);
+    let recs: Vec<Value> = answers
+        .iter()
+        .enumerate()
+        .map(|(k, a)| json!({"prompt_id": "q", "sample_index": k, "prompt": "Name a letter.", "response": a}))
+        .collect();
+    let out = jsonl(
+        &run_in(
+            p,
+            "arl-reward",
+            &["-q", "--rm", "arena", "--judge", "model", "--judge-url", &judge.url],
+            &to_jsonl(&recs),
+        )
+        .ok()
+        .stdout,
+    );
     let got: Vec<f64> = out.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
     assert_eq!(got, vec![0.0, 0.75, 0.75]);
     let m = &out[1]["reward_detail"]["matches"];
@@ -347,7 +484,12 @@ fn a_model_judge_gives_the_scripted_verdicts() {
     assert_eq!(m[1]["winner"], "tie");
     assert!(m[1]["error"].as_str().unwrap().contains("I cannot decide."), "{m}");
     // --judge-strict: the unreadable verdict fails the run.
-    let r = run_in(p, "arl-reward", &["-q", "--rm", "arena", "--judge", "model", "--judge-url", &judge.url, "--judge-strict"], &to_jsonl(&recs));
+    let r = run_in(
+        p,
+        "arl-reward",
+        &["-q", "--rm", "arena", "--judge", "model", "--judge-url", &judge.url, "--judge-strict"],
+        &to_jsonl(&recs),
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("judge failed on samples 1 and 2"), "{}", r.stderr);
 }

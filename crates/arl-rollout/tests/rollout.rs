@@ -179,53 +179,99 @@ fn calculator_episodes_turn_by_turn() {
     let r = run_in(
         t.path(),
         "arl-rollout",
-        &["--endpoint", &url, "--tokenizer", "model", "-n", "2", "--tools", "calculator", "--tool", "echo=cat", "--max-turns", "3",
-          "--env-config", "envs.json", "--concurrency", "4", "--rm", "exact"],
+        &[
+            "--endpoint",
+            &url,
+            "--tokenizer",
+            "model",
+            "-n",
+            "2",
+            "--tools",
+            "calculator",
+            "--tool",
+            "echo=cat",
+            "--max-turns",
+            "3",
+            "--env-config",
+            "envs.json",
+            "--concurrency",
+            "4",
+            "--rm",
+            "exact",
+        ],
         input.as_bytes(),
     )
     .ok();
     let recs = jsonl(&r.stdout);
     assert_eq!(recs.len(), 14, "{}", r.stderr);
-    let by: HashMap<String, &Value> = recs.iter().map(|r| (format!("{}#{}", r["prompt_id"].as_str().unwrap(), r["sample_index"]), r)).collect();
-    let tool_turn = |c: &str| format!("<|im_end|>\n<|im_start|>user\n<tool_response>\n{c}\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+    let by: HashMap<String, &Value> =
+        recs.iter().map(|r| (format!("{}#{}", r["prompt_id"].as_str().unwrap(), r["sample_index"]), r)).collect();
+    let tool_turn = |c: &str| {
+        format!(
+            "<|im_end|>\n<|im_start|>user\n<tool_response>\n{c}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        )
+    };
 
     let calc = by["p0#0"];
     assert_eq!(
         calc["response"].as_str().unwrap(),
         format!("I will compute.\n{}{}The answer is 10063.<|im_end|>", calc_call("347*29"), tool_turn("10063"))
     );
-    assert_eq!((calc["status"].as_str(), calc["turns"].as_u64(), calc["tool_calls"].as_u64()), (Some("completed"), Some(2), Some(1)));
+    assert_eq!(
+        (calc["status"].as_str(), calc["turns"].as_u64(), calc["tool_calls"].as_u64()),
+        (Some("completed"), Some(2), Some(1))
+    );
     assert_eq!(calc["weight_versions"], json!(["3", "3"]));
     assert_eq!(calc["finish_reason"], "stop");
     assert_eq!(calc["metadata"]["tool_errors"], 0);
     assert_eq!(calc["label"], "x", "fields rollout does not own pass through");
-    assert_eq!((calc["reward"].as_f64(), calc["reward_detail"]["rm"].as_str()), (Some(0.0), Some("exact")), "inline --rm");
+    assert_eq!(
+        (calc["reward"].as_f64(), calc["reward_detail"]["rm"].as_str()),
+        (Some(0.0), Some("exact")),
+        "inline --rm"
+    );
     // The prompt: rendered once, with the calculator and echo definitions in the system turn.
     let tokens: Vec<u32> = serde_json::from_value(calc["tokens"].clone()).unwrap();
     let pl = calc["prompt_len"].as_u64().unwrap() as usize;
     let tok = arl_chat::tokenizer::Tokenizer::load(&model).unwrap();
     let prompt = tok.decode(&tokens[..pl]);
-    assert!(prompt.starts_with("<|im_start|>system\nYou are Qwen") && prompt.contains("\"name\": \"calculator\"") && prompt.contains("\"name\": \"echo\""));
+    assert!(
+        prompt.starts_with("<|im_start|>system\nYou are Qwen")
+            && prompt.contains("\"name\": \"calculator\"")
+            && prompt.contains("\"name\": \"echo\"")
+    );
     assert!(prompt.ends_with("Task 0. SCRIPT:calc<|im_end|>\n<|im_start|>assistant\n"), "{prompt}");
 
     let bad = by["p1#1"];
-    assert!(bad["response"].as_str().unwrap().contains("<tool_response>\nError: the tool call is not valid JSON"), "{bad}");
+    assert!(
+        bad["response"].as_str().unwrap().contains("<tool_response>\nError: the tool call is not valid JSON"),
+        "{bad}"
+    );
     assert_eq!(bad["metadata"]["tool_errors"], 1);
     assert_eq!(bad["status"], "completed");
 
     let two = by["p2#0"];
-    assert!(two["response"].as_str().unwrap().contains("<tool_response>\n1024\n</tool_response>\n<tool_response>\n-4\n</tool_response>"));
+    assert!(two["response"]
+        .as_str()
+        .unwrap()
+        .contains("<tool_response>\n1024\n</tool_response>\n<tool_response>\n-4\n</tool_response>"));
     assert_eq!(two["tool_calls"], 2);
 
     let lp = by["p3#0"];
-    assert_eq!((lp["status"].as_str(), lp["turns"].as_u64(), lp["tool_calls"].as_u64()), (Some("truncated"), Some(3), Some(2)));
+    assert_eq!(
+        (lp["status"].as_str(), lp["turns"].as_u64(), lp["tool_calls"].as_u64()),
+        (Some("truncated"), Some(3), Some(2))
+    );
 
     let plain = by["p4#1"];
     assert_eq!(plain["response"], "Hello there.<|im_end|>");
     assert_eq!((plain["turns"].as_u64(), plain["tool_calls"].as_u64()), (Some(1), Some(0)));
 
     let echo = by["p5#0"];
-    assert!(echo["response"].as_str().unwrap().contains(&tool_turn(r#"{"name":"echo","arguments":{"text":"hi"}}"#)), "{echo}");
+    assert!(
+        echo["response"].as_str().unwrap().contains(&tool_turn(r#"{"name":"echo","arguments":{"text":"hi"}}"#)),
+        "{echo}"
+    );
 
     let bare = by["p6#0"];
     let bt: Vec<u32> = serde_json::from_value(bare["tokens"].clone()).unwrap();
@@ -276,7 +322,11 @@ fn fake_sandboxfusion() -> (tokio::runtime::Runtime, String) {
         use std::io::Write;
         child.stdin.take().unwrap().write_all(serde_json::to_string(&cells).unwrap().as_bytes()).unwrap();
         let o = child.wait_with_output().unwrap();
-        (String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into(), o.status.code().unwrap_or(-1))
+        (
+            String::from_utf8_lossy(&o.stdout).into(),
+            String::from_utf8_lossy(&o.stderr).into(),
+            o.status.code().unwrap_or(-1),
+        )
     };
     let app = axum::Router::new()
         .route(
@@ -310,8 +360,22 @@ fn python_tool_episode_stateful() {
     let stub = StubSglang::start(&model);
     let (_rt, sandbox) = fake_sandboxfusion();
     let url = stub.url();
-    let base = ["--endpoint", url.as_str(), "--tokenizer", "model", "--tools", "python", "--sandbox-url", sandbox.as_str(), "-q"];
-    let tool_turn = |c: &str| format!("<|im_end|>\n<|im_start|>user\n<tool_response>\n{c}\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+    let base = [
+        "--endpoint",
+        url.as_str(),
+        "--tokenizer",
+        "model",
+        "--tools",
+        "python",
+        "--sandbox-url",
+        sandbox.as_str(),
+        "-q",
+    ];
+    let tool_turn = |c: &str| {
+        format!(
+            "<|im_end|>\n<|im_start|>user\n<tool_response>\n{c}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        )
+    };
     let mut args = base.to_vec();
     args.push("--python-stateful");
     let r = run_in(t.path(), "arl-rollout", &args, prompts_jsonl(&["python"]).as_bytes()).ok();
@@ -319,13 +383,38 @@ fn python_tool_episode_stateful() {
     let rec = &recs[0];
     assert_eq!(
         rec["response"].as_str().unwrap(),
-        format!("{}{}{}{}Done: 43.<|im_end|>", py_call("x = 6*7\nprint(x)"), tool_turn("42\n"), py_call("print(x + 1)"), tool_turn("43\n"))
+        format!(
+            "{}{}{}{}Done: 43.<|im_end|>",
+            py_call("x = 6*7\nprint(x)"),
+            tool_turn("42\n"),
+            py_call("print(x + 1)"),
+            tool_turn("43\n")
+        )
     );
-    assert_eq!((rec["turns"].as_u64(), rec["tool_calls"].as_u64(), rec["metadata"]["tool_errors"].as_u64()), (Some(3), Some(2), Some(0)));
+    assert_eq!(
+        (rec["turns"].as_u64(), rec["tool_calls"].as_u64(), rec["metadata"]["tool_errors"].as_u64()),
+        (Some(3), Some(2), Some(0))
+    );
     check_token_exactness(&recs, &stub.state.log.lock().unwrap());
     // The local sandbox (namespaces, rlimits), one interpreter per episode.
-    let r = run_in(t.path(), "arl-rollout", &["--endpoint", url.as_str(), "--tokenizer", "model", "--tools", "python", "--python-stateful", "-q", "-n", "2"],
-        prompts_jsonl(&["python"]).as_bytes()).ok();
+    let r = run_in(
+        t.path(),
+        "arl-rollout",
+        &[
+            "--endpoint",
+            url.as_str(),
+            "--tokenizer",
+            "model",
+            "--tools",
+            "python",
+            "--python-stateful",
+            "-q",
+            "-n",
+            "2",
+        ],
+        prompts_jsonl(&["python"]).as_bytes(),
+    )
+    .ok();
     for rec in jsonl(&r.stdout) {
         assert!(rec["response"].as_str().unwrap().contains(&tool_turn("43\n")), "{rec}");
         assert_eq!(rec["metadata"]["tool_errors"], 0);
@@ -364,15 +453,23 @@ fn mcp_tool_episode() {
     std::fs::write(t.path().join("mcp.py"), MCP_SERVER).unwrap();
     let stub = StubSglang::start(&model);
     let url = stub.url();
-    let r = run_in(t.path(), "arl-rollout", &["--endpoint", &url, "--tokenizer", "model", "--mcp", "python3 mcp.py", "-q"], prompts_jsonl(&["mcp"]).as_bytes())
-        .ok();
+    let r = run_in(
+        t.path(),
+        "arl-rollout",
+        &["--endpoint", &url, "--tokenizer", "model", "--mcp", "python3 mcp.py", "-q"],
+        prompts_jsonl(&["mcp"]).as_bytes(),
+    )
+    .ok();
     let rec = &jsonl(&r.stdout)[0];
     let resp = rec["response"].as_str().unwrap();
     assert!(resp.contains("<tool_response>\nABC\n</tool_response>"), "{resp}");
     let tokens: Vec<u32> = serde_json::from_value(rec["tokens"].clone()).unwrap();
     let tok = arl_chat::tokenizer::Tokenizer::load(&model).unwrap();
     let prompt = tok.decode(&tokens[..rec["prompt_len"].as_u64().unwrap() as usize]);
-    assert!(prompt.contains(r#""name": "upper", "description": "Upper-case text", "parameters": {"type": "object""#), "{prompt}");
+    assert!(
+        prompt.contains(r#""name": "upper", "description": "Upper-case text", "parameters": {"type": "object""#),
+        "{prompt}"
+    );
 }
 
 fn spawn_rollout(dir: &Path, args: &[&str], stdin_file: &str) -> std::process::Child {
@@ -399,7 +496,22 @@ fn server_killed_and_restarted_every_group_once() {
     let url = stub.url();
     let child = spawn_rollout(
         t.path(),
-        &["--endpoint", &url, "--tokenizer", "model", "-n", "2", "--tools", "calculator", "--concurrency", "4", "--retry-backoff", "0.1", "--max-retries", "20"],
+        &[
+            "--endpoint",
+            &url,
+            "--tokenizer",
+            "model",
+            "-n",
+            "2",
+            "--tools",
+            "calculator",
+            "--concurrency",
+            "4",
+            "--retry-backoff",
+            "0.1",
+            "--max-retries",
+            "20",
+        ],
         "in.jsonl",
     );
     std::thread::sleep(Duration::from_millis(400));
@@ -413,7 +525,12 @@ fn server_killed_and_restarted_every_group_once() {
     let groups = group_ids(&recs);
     assert_eq!(groups.len(), 12, "{stderr}");
     assert!(groups.values().all(|v| v == &vec![0, 1]), "{groups:?}");
-    let retries: u64 = stderr.split(" retries").next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse().ok()).expect("retries in stats");
+    let retries: u64 = stderr
+        .split(" retries")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("retries in stats");
     assert!(retries > 0, "{stderr}");
     check_token_exactness(&recs, &stub.state.log.lock().unwrap());
 }
@@ -428,7 +545,22 @@ fn resume_after_kill_9() {
     let scripts: Vec<&str> = (0..10).map(|_| "calc").collect();
     std::fs::write(t.path().join("in.jsonl"), prompts_jsonl(&scripts)).unwrap();
     let url = stub.url();
-    let args = ["--endpoint", url.as_str(), "--tokenizer", "model", "-n", "2", "--tools", "calculator", "--concurrency", "2", "-o", "out.parquet", "-i", "in.jsonl"];
+    let args = [
+        "--endpoint",
+        url.as_str(),
+        "--tokenizer",
+        "model",
+        "-n",
+        "2",
+        "--tools",
+        "calculator",
+        "--concurrency",
+        "2",
+        "-o",
+        "out.parquet",
+        "-i",
+        "in.jsonl",
+    ];
     let mut child = spawn_rollout(t.path(), &args, "in.jsonl");
     let partial = t.path().join("out.parquet.partial");
     let start = Instant::now();
@@ -455,7 +587,8 @@ fn resume_after_kill_9() {
     let r = run_in(t.path(), "arl-rollout", &a, b"").ok();
     assert!(r.stderr.contains("10 groups written ("), "{}", r.stderr);
     assert!(!partial.exists());
-    let recs: Vec<Value> = arl_core::io::read_all(&t.path().join("out.parquet")).unwrap().iter().map(|r| r.to_value()).collect();
+    let recs: Vec<Value> =
+        arl_core::io::read_all(&t.path().join("out.parquet")).unwrap().iter().map(|r| r.to_value()).collect();
     let groups = group_ids(&recs);
     assert_eq!(recs.len(), 20);
     assert_eq!(groups.len(), 10);
@@ -474,7 +607,20 @@ fn target_groups_stops_and_aborts_the_rest() {
     let r = run_in(
         t.path(),
         "arl-rollout",
-        &["--endpoint", &url, "--tokenizer", "model", "-n", "2", "--tools", "calculator", "--concurrency", "16", "--target-groups", "3"],
+        &[
+            "--endpoint",
+            &url,
+            "--tokenizer",
+            "model",
+            "-n",
+            "2",
+            "--tools",
+            "calculator",
+            "--concurrency",
+            "16",
+            "--target-groups",
+            "3",
+        ],
         prompts_jsonl(&scripts).as_bytes(),
     )
     .ok();
@@ -500,9 +646,29 @@ fn dataset_walk_is_deterministic_and_suffixes_epochs() {
     std::fs::write(t.path().join("in.jsonl"), prompts_jsonl(&scripts)).unwrap();
     let url = stub.url();
     let ids = |step: &str| -> Vec<String> {
-        let r = run_in(t.path(), "arl-rollout", &["--endpoint", &url, "--tokenizer", "model", "-i", "in.jsonl", "--batch-size", "3", "--step", step, "--seed", "7", "-q"], b"")
-            .ok();
-        let mut v: Vec<String> = jsonl(&r.stdout).iter().map(|r| r["prompt_id"].as_str().unwrap().to_string()).collect();
+        let r = run_in(
+            t.path(),
+            "arl-rollout",
+            &[
+                "--endpoint",
+                &url,
+                "--tokenizer",
+                "model",
+                "-i",
+                "in.jsonl",
+                "--batch-size",
+                "3",
+                "--step",
+                step,
+                "--seed",
+                "7",
+                "-q",
+            ],
+            b"",
+        )
+        .ok();
+        let mut v: Vec<String> =
+            jsonl(&r.stdout).iter().map(|r| r["prompt_id"].as_str().unwrap().to_string()).collect();
         v.sort();
         v
     };
@@ -573,5 +739,8 @@ fn router_target_groups_aborts_reach_every_worker() {
     // 4 slow requests, each abort sent to both workers (the router does not forward them).
     let (a1, a2) = (w1.state.aborted.lock().unwrap().clone(), w2.state.aborted.lock().unwrap().clone());
     assert_eq!((a1.len(), a2.len()), (4, 4), "{a1:?} {a2:?}");
-    assert!(w1.state.requests.load(std::sync::atomic::Ordering::Relaxed) > 0 && w2.state.requests.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(
+        w1.state.requests.load(std::sync::atomic::Ordering::Relaxed) > 0
+            && w2.state.requests.load(std::sync::atomic::Ordering::Relaxed) > 0
+    );
 }

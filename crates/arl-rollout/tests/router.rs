@@ -4,10 +4,10 @@
 use arl_testkit::common;
 use arl_testkit::serve_util;
 
+use arl_testkit::daemon::Daemon;
 use common::{jsonl, run_in, tmpdir};
 use serde_json::{json, Value};
 use serve_util::{scripted_model_dir, Server};
-use arl_testkit::daemon::Daemon;
 use std::process::Command;
 use std::time::Duration;
 
@@ -27,10 +27,11 @@ fn start_router(workers: &[&str]) -> Router {
     let ok = Command::new(&py).args(["-c", "import sglang_router"]).status().is_ok_and(|s| s.success());
     assert!(ok, "`sglang_router` is not installed in {}: run `make setup`", py.display());
     let port = free_port();
-    let mut args: Vec<String> = ["-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--policy", "round_robin", "--log-level", "warn"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> =
+        ["-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--policy", "round_robin", "--log-level", "warn"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     // Its Prometheus exporter would take port 29000: another free one instead.
     args.extend(["--port".to_string(), port.to_string(), "--prometheus-port".to_string(), free_port().to_string()]);
     args.push("--worker-urls".to_string());
@@ -77,14 +78,29 @@ fn rollout_through_the_real_sgl_router_completes_and_aborts_reach_both_workers()
         kinds
             .iter()
             .enumerate()
-            .map(|(i, k)| json!({"id": format!("p{i}"), "prompt": format!("Task {i}. SCRIPT:{k}"), "label": "x"}).to_string() + "\n")
+            .map(|(i, k)| {
+                json!({"id": format!("p{i}"), "prompt": format!("Task {i}. SCRIPT:{k}"), "label": "x"}).to_string()
+                    + "\n"
+            })
             .collect()
     };
-    let r = run_in(t.path(), "arl-rollout", &["--router", &router.url, "--tokenizer", m, "-n", "2", "--max-response-len", "64"], prompts(&["plain"; 4]).as_bytes()).ok();
+    let r = run_in(
+        t.path(),
+        "arl-rollout",
+        &["--router", &router.url, "--tokenizer", m, "-n", "2", "--max-response-len", "64"],
+        prompts(&["plain"; 4]).as_bytes(),
+    )
+    .ok();
     let recs = jsonl(&r.stdout);
     assert_eq!(recs.len(), 8, "{}", r.stderr);
-    assert!(recs.iter().all(|x| x["response"].as_str().is_some_and(|r| r.starts_with("The answer is 4.")) && x["finish_reason"] == "stop"), "{}", r.stdout_str());
-    let (g1, g2) = (info(&w1)["arl_generate_calls"].as_u64().unwrap(), info(&w2)["arl_generate_calls"].as_u64().unwrap());
+    assert!(
+        recs.iter().all(|x| x["response"].as_str().is_some_and(|r| r.starts_with("The answer is 4."))
+            && x["finish_reason"] == "stop"),
+        "{}",
+        r.stdout_str()
+    );
+    let (g1, g2) =
+        (info(&w1)["arl_generate_calls"].as_u64().unwrap(), info(&w2)["arl_generate_calls"].as_u64().unwrap());
     assert_eq!(g1 + g2, 8);
     assert!(g1 > 0 && g2 > 0, "round robin used one worker only: {g1} / {g2}");
 

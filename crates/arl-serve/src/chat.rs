@@ -37,7 +37,12 @@ pub fn py_json(v: &Value) -> String {
 /// Renders `messages` (and `tools`) with the model's chat template, compiled
 /// once when the server started ([`AppState::template`]), ending with the
 /// generation prompt.
-pub fn render(st: &AppState, messages: &Value, tools: Option<&Value>, extra: &Map<String, Value>) -> Result<String, String> {
+pub fn render(
+    st: &AppState,
+    messages: &Value,
+    tools: Option<&Value>,
+    extra: &Map<String, Value>,
+) -> Result<String, String> {
     let template = st.template.as_ref().map_err(Clone::clone)?;
     let messages = messages.as_array().map(Vec::as_slice).unwrap_or_default();
     let tools = tools.and_then(Value::as_array).map(Vec::as_slice);
@@ -76,7 +81,8 @@ pub fn parse_request(st: &AppState, m: &Map<String, Value>) -> Result<ChatReques
         Some(Value::Bool(b)) => *b,
         Some(v) => return Err(format!("`stream` must be a boolean, got {v}")),
     };
-    let include_usage = m.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false);
+    let include_usage =
+        m.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false);
     let messages = m.get("messages").filter(|v| v.is_array()).ok_or("`messages` (a list) is required")?;
     let tools = m.get("tools").filter(|v| !v.is_null());
     if let Some(t) = tools {
@@ -99,7 +105,12 @@ pub fn parse_request(st: &AppState, m: &Map<String, Value>) -> Result<ChatReques
     let input_ids: Vec<u32> = match m.get("input_ids").filter(|v| !v.is_null()) {
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| x.as_u64().filter(|&i| (i as usize) < st.cfg.vocab_size).map(|i| i as u32).ok_or_else(|| format!("bad token id {x} in `input_ids`")))
+            .map(|x| {
+                x.as_u64()
+                    .filter(|&i| (i as usize) < st.cfg.vocab_size)
+                    .map(|i| i as u32)
+                    .ok_or_else(|| format!("bad token id {x} in `input_ids`"))
+            })
             .collect::<Result<_, _>>()?,
         Some(v) => return Err(format!("`input_ids` must be a list of token ids, got {v}")),
         None => {
@@ -111,16 +122,38 @@ pub fn parse_request(st: &AppState, m: &Map<String, Value>) -> Result<ChatReques
         return Err("the rendered prompt is empty".into());
     }
     if input_ids.len() >= st.cfg.context_len {
-        return Err(format!("The prompt ({} tokens) is longer than the model's context length ({} tokens).", input_ids.len(), st.cfg.context_len));
+        return Err(format!(
+            "The prompt ({} tokens) is longer than the model's context length ({} tokens).",
+            input_ids.len(),
+            st.cfg.context_len
+        ));
     }
     let mut sp = Map::new();
-    for k in ["temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids", "n", "ignore_eos", "no_stop_trim", "skip_special_tokens", "frequency_penalty", "presence_penalty", "repetition_penalty", "min_tokens"] {
+    for k in [
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "stop",
+        "stop_token_ids",
+        "n",
+        "ignore_eos",
+        "no_stop_trim",
+        "skip_special_tokens",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "min_tokens",
+    ] {
         if let Some(v) = m.get(k).filter(|v| !v.is_null()) {
             let key = if k == "min_tokens" { "min_new_tokens" } else { k };
             sp.insert(key.into(), v.clone());
         }
     }
-    let max = m.get("max_completion_tokens").filter(|v| !v.is_null()).or_else(|| m.get("max_tokens").filter(|v| !v.is_null()));
+    let max = m
+        .get("max_completion_tokens")
+        .filter(|v| !v.is_null())
+        .or_else(|| m.get("max_tokens").filter(|v| !v.is_null()));
     sp.insert("max_new_tokens".into(), max.cloned().unwrap_or_else(|| json!(st.cfg.context_len - input_ids.len())));
     if let Some(seed) = m.get("seed").filter(|v| !v.is_null()) {
         sp.insert("sampling_seed".into(), seed.clone());
@@ -169,7 +202,8 @@ fn token_entry(tok: &Tokenizer, id: u32, lp: f32) -> Value {
 /// content and parsed calls when tools are on.
 fn content_and_calls(st: &AppState, meta: &ChatMeta, s: &ItemState) -> (Value, Vec<Value>) {
     let text = s.text(&st.tok);
-    let (content, calls) = if meta.parse_tools { parse_tool_calls(&text, &meta.tool_names) } else { (text, Vec::new()) };
+    let (content, calls) =
+        if meta.parse_tools { parse_tool_calls(&text, &meta.tool_names) } else { (text, Vec::new()) };
     let tool_calls: Vec<Value> = calls
         .iter()
         .enumerate()
@@ -309,9 +343,17 @@ pub fn stream_chunks(st: &AppState, meta: &ChatMeta, i: usize, s: &ItemState, ss
     if done {
         ss.finished = true;
         let (finish, matched) = finish_of(s, !calls.is_empty());
-        let lp = if ss.sent_tokens < s.tokens.len() { logprobs_of(tok, meta, &s.tokens[ss.sent_tokens..]) } else { Value::Null };
+        let lp = if ss.sent_tokens < s.tokens.len() {
+            logprobs_of(tok, meta, &s.tokens[ss.sent_tokens..])
+        } else {
+            Value::Null
+        };
         ss.sent_tokens = s.tokens.len();
-        out.push(chunk(st, meta, vec![json!({"index": i, "delta": {}, "logprobs": lp, "finish_reason": finish, "matched_stop": matched})]));
+        out.push(chunk(
+            st,
+            meta,
+            vec![json!({"index": i, "delta": {}, "logprobs": lp, "finish_reason": finish, "matched_stop": matched})],
+        ));
     }
     out
 }
@@ -332,7 +374,10 @@ mod tests {
         let text = "Let me compute.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"347*29\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call><tool_call>not json</tool_call>";
         let (normal, calls) = parse_tool_calls(text, &["calculator".to_string()]);
         assert_eq!(normal, "Let me compute.");
-        assert_eq!(calls, vec![ToolCall { name: "calculator".into(), arguments: "{\"expression\": \"347*29\"}".into() }]);
+        assert_eq!(
+            calls,
+            vec![ToolCall { name: "calculator".into(), arguments: "{\"expression\": \"347*29\"}".into() }]
+        );
         let (normal, calls) = parse_tool_calls("plain answer", &[]);
         assert_eq!((normal.as_str(), calls.len()), ("plain answer", 0));
     }

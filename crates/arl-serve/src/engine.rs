@@ -6,8 +6,8 @@
 //! Two implementations: the libtorch one over the shared `arl_model`
 //! (`tch_engine`, feature `torch`), and [`ScriptedEngine`], a test double that
 //! answers scripted completions.
-use arl_chat::tokenizer::Tokenizer;
 use anyhow::{bail, Context, Result};
+use arl_chat::tokenizer::Tokenizer;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -116,8 +116,9 @@ impl ScriptedEngine {
             if line.trim().is_empty() {
                 continue;
             }
-            let s: Script = serde_json::from_str(line)
-                .with_context(|| format!("`{}` line {}: expected {{\"completion\": …, \"when\"?: …}}", file.display(), i + 1))?;
+            let s: Script = serde_json::from_str(line).with_context(|| {
+                format!("`{}` line {}: expected {{\"completion\": …, \"when\"?: …}}", file.display(), i + 1)
+            })?;
             scripts.push(s);
         }
         if scripts.is_empty() {
@@ -125,7 +126,16 @@ impl ScriptedEngine {
         }
         let eos = *eos_ids(model_dir, &tok).first().context("the model declares no `eos_token_id`")?;
         let vocab = tok.inner.get_vocab_size(true).max(eos as usize + 1);
-        Ok(ScriptedEngine { context: context_len_of(model_dir), tok, scripts, vocab, eos, next_fallback: 0, seqs: HashMap::new(), delays: HashMap::new() })
+        Ok(ScriptedEngine {
+            context: context_len_of(model_dir),
+            tok,
+            scripts,
+            vocab,
+            eos,
+            next_fallback: 0,
+            seqs: HashMap::new(),
+            delays: HashMap::new(),
+        })
     }
 
     fn plan_for(&mut self, prompt: &str) -> Result<(Vec<u32>, u64)> {

@@ -15,8 +15,8 @@ pub mod sampling;
 pub mod scheduler;
 pub mod tch_engine;
 
-use arl_chat::tokenizer::Tokenizer;
 use anyhow::{Context, Result};
+use arl_chat::tokenizer::Tokenizer;
 use std::sync::Arc;
 
 /// Everything the server needs besides the engine.
@@ -55,8 +55,21 @@ pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokeni
     let new_shared = |replicas| Arc::new(scheduler::Shared::new(&cfg.weight_version, &cfg.model_path, replicas));
     let (tx, rx) = crossbeam_channel::unbounded();
     let start = |engine, shared, rx, seed, name: String| {
-        let sched = scheduler::Scheduler::new(engine, tok.clone(), eos.clone(), shared, rx, cfg.max_running_requests, cfg.max_prefill_tokens, seed);
-        std::thread::Builder::new().name(name).spawn(move || sched.run()).context("starting a scheduler thread").map(drop)
+        let sched = scheduler::Scheduler::new(
+            engine,
+            tok.clone(),
+            eos.clone(),
+            shared,
+            rx,
+            cfg.max_running_requests,
+            cfg.max_prefill_tokens,
+            seed,
+        );
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || sched.run())
+            .context("starting a scheduler thread")
+            .map(drop)
     };
     let shared = if engines.len() == 1 {
         let shared = new_shared(vec![]);
@@ -77,7 +90,10 @@ pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokeni
         }
         let shared = new_shared(parts);
         let dispatcher = scheduler::Dispatcher::new(rx, txs, shared.clone());
-        std::thread::Builder::new().name("arl-dispatcher".into()).spawn(move || dispatcher.run()).context("starting the dispatcher thread")?;
+        std::thread::Builder::new()
+            .name("arl-dispatcher".into())
+            .spawn(move || dispatcher.run())
+            .context("starting the dispatcher thread")?;
         shared
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -99,7 +115,11 @@ pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokeni
 /// Serves each connection with HTTP/1.1 on its own task. Unlike `axum::serve`,
 /// a connection whose request headers do not arrive within `read_timeout` is
 /// closed (the body has the same time again: `http::auth` reads it).
-async fn accept_loop(listener: tokio::net::TcpListener, app: axum::Router, read_timeout: std::time::Duration) -> Result<()> {
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    read_timeout: std::time::Duration,
+) -> Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     loop {
         let stream = match listener.accept().await {

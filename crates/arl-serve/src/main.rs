@@ -5,10 +5,10 @@
 //! (`arl-serve: listening on http://127.0.0.1:30000`). Runs until killed.
 //! Exit codes: 1 when the model cannot be loaded or the port cannot be bound;
 //! 2 usage error.
+use anyhow::{Context, Result};
+use arl_chat::tokenizer::Tokenizer;
 use arl_core::cli::{self, EXIT_CODES_HELP};
 use arl_serve::{self as serve, engine};
-use arl_chat::tokenizer::Tokenizer;
-use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -146,9 +146,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     });
     let (engines, device, dtype): (Vec<Box<dyn engine::Engine>>, String, String) = match &args.scripted {
         Some(file) => {
-            cli::warn(TOOL, format!("TEST DOUBLE: answering scripted completions from `{}`, not the model", file.display()));
+            cli::warn(
+                TOOL,
+                format!("TEST DOUBLE: answering scripted completions from `{}`, not the model", file.display()),
+            );
             let engines = (0..args.dp_size)
-                .map(|_| Ok(Box::new(engine::ScriptedEngine::load(file, &args.model_path, tok.clone())?) as Box<dyn engine::Engine>))
+                .map(|_| {
+                    Ok(Box::new(engine::ScriptedEngine::load(file, &args.model_path, tok.clone())?)
+                        as Box<dyn engine::Engine>)
+                })
                 .collect::<Result<_>>()?;
             (engines, "none".into(), "none".into())
         }
@@ -213,7 +219,11 @@ fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, Stri
             tch::set_num_threads((tch::get_num_threads() / args.dp_size as i32).max(1));
         }
     }
-    let names = if devices.len() == 1 { format!("{device:?}") } else { devices.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(",") };
+    let names = if devices.len() == 1 {
+        format!("{device:?}")
+    } else {
+        devices.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(",")
+    };
     Ok((engines.into_iter().map(|e| Box::new(e) as Box<dyn engine::Engine>).collect(), names, format!("{kind:?}")))
 }
 

@@ -6,8 +6,8 @@
 //! SGLang's writer lock does.
 use super::engine::{Engine, Prefill, SeqId};
 use super::sampling::{self, Knobs};
-use arl_core::rng::{self, Rng};
 use arl_chat::tokenizer::Tokenizer;
+use arl_core::rng::{self, Rng};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,7 +53,11 @@ pub enum Finish {
     StopToken(u32),
     StopStr(String),
     Length(usize),
-    Abort { message: String, status_code: Option<u16>, err_type: Option<String> },
+    Abort {
+        message: String,
+        status_code: Option<u16>,
+        err_type: Option<String>,
+    },
 }
 
 impl Finish {
@@ -115,12 +119,27 @@ pub struct UpdateResult {
 pub enum Cmd {
     Generate(Job),
     /// `rid` matches exactly or as the prefix of a batch item (`{rid}_{i}`).
-    Abort { rid: Option<String>, all: bool },
-    Pause { mode: PauseMode, reply: oneshot::Sender<()> },
-    Continue { reply: oneshot::Sender<()> },
-    Update { path: PathBuf, version: Option<String>, abort_all: bool, reply: oneshot::Sender<UpdateResult> },
+    Abort {
+        rid: Option<String>,
+        all: bool,
+    },
+    Pause {
+        mode: PauseMode,
+        reply: oneshot::Sender<()>,
+    },
+    Continue {
+        reply: oneshot::Sender<()>,
+    },
+    Update {
+        path: PathBuf,
+        version: Option<String>,
+        abort_all: bool,
+        reply: oneshot::Sender<UpdateResult>,
+    },
     /// Answers whether the (nonexistent) prefix cache could be flushed: only when idle.
-    Flush { reply: oneshot::Sender<bool> },
+    Flush {
+        reply: oneshot::Sender<bool>,
+    },
 }
 
 /// State the HTTP layer reads without asking the scheduler thread. With
@@ -210,7 +229,13 @@ impl Seq {
     /// Hands a new token (and the prompt log-probs, once) to the request: at
     /// once when streaming or finished, else kept for the final update.
     /// Answers false when the request is gone.
-    fn emit(&mut self, tok: Option<TokenOut>, input: Option<InputLogprobs>, finish: Option<Finish>, version: &str) -> bool {
+    fn emit(
+        &mut self,
+        tok: Option<TokenOut>,
+        input: Option<InputLogprobs>,
+        finish: Option<Finish>,
+        version: &str,
+    ) -> bool {
         self.unsent.extend(tok);
         if input.is_some() {
             self.unsent_input = input;
@@ -296,7 +321,8 @@ impl Scheduler {
     /// Runs until every command sender is gone.
     pub fn run(mut self) {
         loop {
-            let idle = self.paused || (self.running.is_empty() && (self.waiting.is_empty() || self.pending_update.is_some()));
+            let idle =
+                self.paused || (self.running.is_empty() && (self.waiting.is_empty() || self.pending_update.is_some()));
             if idle && self.pending_update.is_none() {
                 match self.rx.recv() {
                     Ok(c) => self.handle(c),
@@ -327,7 +353,11 @@ impl Scheduler {
                 self.shared.received.fetch_add(1, Ordering::Relaxed);
             }
             Cmd::Abort { rid, all } => {
-                let hit = |r: &str| all || rid.as_deref().is_some_and(|x| !x.is_empty() && (r == x || r.strip_prefix(x).is_some_and(|t| t.starts_with('_'))));
+                let hit = |r: &str| {
+                    all || rid.as_deref().is_some_and(|x| {
+                        !x.is_empty() && (r == x || r.strip_prefix(x).is_some_and(|t| t.starts_with('_')))
+                    })
+                };
                 self.abort_where(hit, "Aborted by /abort_request.");
             }
             Cmd::Pause { mode, reply } => {
@@ -346,7 +376,11 @@ impl Scheduler {
                     self.abort_where(|_| true, "Aborted by a weight update (abort_all_requests).");
                 }
                 if let Some((_, _, old)) = self.pending_update.take() {
-                    let _ = old.send(UpdateResult { success: false, message: "Superseded by a later weight update.".into(), num_paused_requests: 0 });
+                    let _ = old.send(UpdateResult {
+                        success: false,
+                        message: "Superseded by a later weight update.".into(),
+                        num_paused_requests: 0,
+                    });
                 }
                 self.pending_update = Some((path, version, reply));
             }
@@ -363,7 +397,15 @@ impl Scheduler {
         let mut keep = VecDeque::new();
         for job in self.waiting.drain(..) {
             if hit(&job.rid) {
-                let _ = job.tx.send((job.index, Update { tokens: vec![], input: None, finish: Some(finish.clone()), weight_version: version.clone() }));
+                let _ = job.tx.send((
+                    job.index,
+                    Update {
+                        tokens: vec![],
+                        input: None,
+                        finish: Some(finish.clone()),
+                        weight_version: version.clone(),
+                    },
+                ));
             } else {
                 keep.push_back(job);
             }
@@ -408,7 +450,10 @@ impl Scheduler {
     }
 
     fn fail(&mut self, job: &Job, e: &anyhow::Error) {
-        let _ = job.tx.send((job.index, Update { tokens: vec![], input: None, finish: Some(internal(e)), weight_version: self.version() }));
+        let _ = job.tx.send((
+            job.index,
+            Update { tokens: vec![], input: None, finish: Some(internal(e)), weight_version: self.version() },
+        ));
     }
 
     /// Admits waiting requests up to `max_running`, prefilling them together:
@@ -451,7 +496,12 @@ impl Scheduler {
         };
         let items: Vec<Prefill<'_>> = batch
             .iter()
-            .map(|(id, job)| Prefill { seq: *id, ids: &job.input_ids, temperature: temp_of(&job.params), from_row: from_row(job) })
+            .map(|(id, job)| Prefill {
+                seq: *id,
+                ids: &job.input_ids,
+                temperature: temp_of(&job.params),
+                from_row: from_row(job),
+            })
             .collect();
         let all_rows = match self.engine.prefill_many(&items) {
             Ok(r) => r,
@@ -485,7 +535,15 @@ impl Scheduler {
                 None => rng::mix(&[self.seed, id]),
             };
             let max_stop_chars = job.params.stop.iter().map(|s| s.chars().count()).max().unwrap_or(0);
-            let mut seq = Seq { id, job, out: Vec::new(), rng: Rng::new(seed), max_stop_chars, unsent: Vec::new(), unsent_input: None };
+            let mut seq = Seq {
+                id,
+                job,
+                out: Vec::new(),
+                rng: Rng::new(seed),
+                max_stop_chars,
+                unsent: Vec::new(),
+                unsent_input: None,
+            };
             if seq.job.params.max_new_tokens == 0 {
                 self.engine.release(id);
                 seq.emit(None, input, Some(Finish::Length(0)), &version);
@@ -594,7 +652,11 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// `front.replicas[i]` is the state of the scheduler reading `txs[i]`.
-    pub fn new(rx: crossbeam_channel::Receiver<Cmd>, txs: Vec<crossbeam_channel::Sender<Cmd>>, front: Arc<Shared>) -> Dispatcher {
+    pub fn new(
+        rx: crossbeam_channel::Receiver<Cmd>,
+        txs: Vec<crossbeam_channel::Sender<Cmd>>,
+        front: Arc<Shared>,
+    ) -> Dispatcher {
         assert_eq!(txs.len(), front.replicas.len(), "one state per replica");
         let sent = vec![0; txs.len()];
         Dispatcher { rx, txs, front, sent }
@@ -613,7 +675,11 @@ impl Dispatcher {
     /// Sends `make(reply)` to every replica and hands their answers, once all
     /// are in, to `done` (on its own thread: aborts and new requests keep
     /// flowing meanwhile, as they do to a single scheduler with an update pending).
-    fn fan_out<T: Send + 'static>(&self, make: impl Fn(oneshot::Sender<T>) -> Cmd, done: impl FnOnce(Vec<Option<T>>) + Send + 'static) {
+    fn fan_out<T: Send + 'static>(
+        &self,
+        make: impl Fn(oneshot::Sender<T>) -> Cmd,
+        done: impl FnOnce(Vec<Option<T>>) + Send + 'static,
+    ) {
         let rxs: Vec<oneshot::Receiver<T>> = self
             .txs
             .iter()
@@ -623,7 +689,9 @@ impl Dispatcher {
                 r
             })
             .collect();
-        let spawned = std::thread::Builder::new().name("arl-dp-reply".into()).spawn(move || done(rxs.into_iter().map(|r| r.blocking_recv().ok()).collect()));
+        let spawned = std::thread::Builder::new()
+            .name("arl-dp-reply".into())
+            .spawn(move || done(rxs.into_iter().map(|r| r.blocking_recv().ok()).collect()));
         if let Err(e) = spawned {
             eprintln!("arl-serve: cannot start a thread to collect the replicas' answers: {e}");
         }
@@ -643,15 +711,24 @@ impl Dispatcher {
                         let _ = tx.send(Cmd::Abort { rid: rid.clone(), all });
                     }
                 }
-                Cmd::Pause { mode, reply } => self.fan_out(|r| Cmd::Pause { mode, reply: r }, move |_| {
-                    let _ = reply.send(());
-                }),
-                Cmd::Continue { reply } => self.fan_out(|r| Cmd::Continue { reply: r }, move |_| {
-                    let _ = reply.send(());
-                }),
-                Cmd::Flush { reply } => self.fan_out(|r| Cmd::Flush { reply: r }, move |all: Vec<Option<bool>>| {
-                    let _ = reply.send(all.iter().all(|a| *a == Some(true)));
-                }),
+                Cmd::Pause { mode, reply } => self.fan_out(
+                    |r| Cmd::Pause { mode, reply: r },
+                    move |_| {
+                        let _ = reply.send(());
+                    },
+                ),
+                Cmd::Continue { reply } => self.fan_out(
+                    |r| Cmd::Continue { reply: r },
+                    move |_| {
+                        let _ = reply.send(());
+                    },
+                ),
+                Cmd::Flush { reply } => self.fan_out(
+                    |r| Cmd::Flush { reply: r },
+                    move |all: Vec<Option<bool>>| {
+                        let _ = reply.send(all.iter().all(|a| *a == Some(true)));
+                    },
+                ),
                 Cmd::Update { path, version, abort_all, reply } => {
                     let front = self.front.clone();
                     let (p, v) = (path.clone(), version.clone());
@@ -700,7 +777,11 @@ impl Dispatcher {
 }
 
 fn internal(e: &anyhow::Error) -> Finish {
-    Finish::Abort { message: format!("internal error: {e:#}"), status_code: Some(500), err_type: Some("InternalServerError".into()) }
+    Finish::Abort {
+        message: format!("internal error: {e:#}"),
+        status_code: Some(500),
+        err_type: Some("InternalServerError".into()),
+    }
 }
 
 fn topk(row: &[f32], k: usize) -> Vec<(u32, f32)> {

@@ -3,8 +3,8 @@
 //! `log_softmax(logits.float() / T)`, the formula `arl-train` uses to score the
 //! same tokens, so server and trainer log-probs agree.
 use super::engine::{Engine, Prefill, SeqId};
-use arl_model::{KvCache, Model};
 use anyhow::{anyhow, Context, Result};
+use arl_model::{KvCache, Model};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -36,7 +36,8 @@ pub fn parse_device(s: &str) -> Result<Device> {
 /// (bfloat16 when unsaid) on CUDA.
 pub fn parse_dtype(s: &str, device: Device, model_dir: &Path) -> Result<Kind> {
     let from_config = || {
-        let v: serde_json::Value = std::fs::read_to_string(model_dir.join("config.json")).ok().and_then(|t| serde_json::from_str(&t).ok())?;
+        let v: serde_json::Value =
+            std::fs::read_to_string(model_dir.join("config.json")).ok().and_then(|t| serde_json::from_str(&t).ok())?;
         let d = v.get("torch_dtype").or_else(|| v.get("dtype"))?.as_str()?.to_string();
         Some(d)
     };
@@ -56,7 +57,11 @@ pub fn parse_dtype(s: &str, device: Device, model_dir: &Path) -> Result<Kind> {
 
 fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
         anyhow!("{what} failed: {msg}")
     })
 }
@@ -105,11 +110,13 @@ impl Engine for TchEngine {
         let _g = tch::no_grad_guard();
         let ids: Vec<Vec<i64>> = items.iter().map(|p| p.ids.iter().map(|&i| i as i64).collect()).collect();
         let (model, cache, device, vocab) = (&self.model, &mut self.cache, self.device, self.vocab);
-        let slots: Vec<usize> = items.iter().map(|p| *self.slots.entry(p.seq).or_insert_with(|| cache.alloc())).collect();
+        let slots: Vec<usize> =
+            items.iter().map(|p| *self.slots.entry(p.seq).or_insert_with(|| cache.alloc())).collect();
         let chunks: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
         let keep: Vec<std::ops::Range<usize>> = items.iter().map(|p| p.from_row..p.ids.len()).collect();
         // One temperature per returned row.
-        let temps: Vec<f32> = items.iter().flat_map(|p| std::iter::repeat_n(p.temperature, p.ids.len() - p.from_row)).collect();
+        let temps: Vec<f32> =
+            items.iter().flat_map(|p| std::iter::repeat_n(p.temperature, p.ids.len() - p.from_row)).collect();
         let lp = guarded("prefill", || {
             let logits = model.extend(cache, &slots, &chunks, &keep);
             let t = Tensor::from_slice(&temps).to_device(device).view([-1, 1]);

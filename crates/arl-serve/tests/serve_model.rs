@@ -93,7 +93,10 @@ fn batching_and_seeds_do_not_change_results() {
     let s = start(&tiny_model());
     let prompts: Vec<Vec<u64>> = (0..6).map(|i| (i..i + 5 + 3 * i).collect()).collect();
     let greedy = json!({"temperature": 0, "max_new_tokens": 12, "ignore_eos": true});
-    let alone: Vec<Value> = prompts.iter().map(|p| s.generate(json!({"input_ids": p, "sampling_params": greedy}))["output_ids"].clone()).collect();
+    let alone: Vec<Value> = prompts
+        .iter()
+        .map(|p| s.generate(json!({"input_ids": p, "sampling_params": greedy}))["output_ids"].clone())
+        .collect();
     let batch = s.generate(json!({"input_ids": prompts, "sampling_params": greedy}));
     for (i, b) in batch.as_array().unwrap().iter().enumerate() {
         assert_eq!(b["output_ids"], alone[i], "prompt {i}: batched greedy differs from alone");
@@ -137,16 +140,21 @@ fn update_weights_from_disk_changes_and_restores_greedy_output() {
     let s = start(&model);
     let req = json!({"input_ids": [5, 6, 7, 8, 9, 10], "sampling_params": {"temperature": 0, "max_new_tokens": 16, "ignore_eos": true}});
     let base = s.generate(req.clone())["output_ids"].clone();
-    let (code, v) = s.post("/update_weights_from_disk", &json!({"model_path": other.display().to_string(), "weight_version": "2"}));
+    let (code, v) =
+        s.post("/update_weights_from_disk", &json!({"model_path": other.display().to_string(), "weight_version": "2"}));
     assert_eq!((code, v["success"].clone()), (200, json!(true)), "{v}");
     let changed = s.generate(req.clone());
     assert_ne!(changed["output_ids"], base, "new weights, same greedy output");
     assert_eq!(changed["meta_info"]["weight_version"], "2");
     assert_eq!(s.get("/get_model_info").1["model_path"], other.display().to_string());
-    let (code, v) = s.post("/update_weights_from_disk", &json!({"model_path": model.display().to_string(), "weight_version": "3"}));
+    let (code, v) =
+        s.post("/update_weights_from_disk", &json!({"model_path": model.display().to_string(), "weight_version": "3"}));
     assert_eq!((code, v["success"].clone()), (200, json!(true)), "{v}");
     assert_eq!(s.generate(req.clone())["output_ids"], base, "restoring the weights restores the output");
-    let (code, v) = s.post("/update_weights_from_disk", &json!({"model_path": d.path().join("missing").display().to_string(), "weight_version": "4"}));
+    let (code, v) = s.post(
+        "/update_weights_from_disk",
+        &json!({"model_path": d.path().join("missing").display().to_string(), "weight_version": "4"}),
+    );
     assert_eq!((code, v["success"].clone()), (400, json!(false)), "{v}");
     assert_eq!(s.generate(req)["output_ids"], base);
     assert_eq!(s.get("/get_model_info").1["weight_version"], "3");
@@ -166,7 +174,10 @@ fn abort_all_requests_during_16_long_generations() {
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(500));
     let model = tiny_model().display().to_string();
-    let (code, v) = s.post("/update_weights_from_disk", &json!({"model_path": model, "weight_version": "9", "abort_all_requests": true}));
+    let (code, v) = s.post(
+        "/update_weights_from_disk",
+        &json!({"model_path": model, "weight_version": "9", "abort_all_requests": true}),
+    );
     assert_eq!((code, v["success"].clone()), (200, json!(true)), "{v}");
     for h in handles {
         let (code, v) = h.join().unwrap();
@@ -186,7 +197,18 @@ fn data_parallel_replicas_answer_like_one_server() {
     perturbed_copy(&model, &other);
     let one = start(&model);
     let m = model.display().to_string();
-    let two = Server::start(&["--model-path", &m, "--device", "cpu", "--dtype", "float32", "--random-seed", "1", "--dp-size", "2"]);
+    let two = Server::start(&[
+        "--model-path",
+        &m,
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--random-seed",
+        "1",
+        "--dp-size",
+        "2",
+    ]);
     let info = two.get("/get_server_info").1;
     assert_eq!(info["dp_size"], 2);
     assert_eq!(info["internal_states"].as_array().unwrap().len(), 2, "{info}");
@@ -197,8 +219,20 @@ fn data_parallel_replicas_answer_like_one_server() {
     // Concurrent requests, spread over both replicas.
     let concurrently = |s: &Server, bodies: Vec<Value>| -> Vec<Value> {
         let url = format!("{}/generate", s.url);
-        let hs: Vec<_> = bodies.into_iter().map(|b| { let u = url.clone(); std::thread::spawn(move || serve_util::post(&u, &b)) }).collect();
-        hs.into_iter().map(|h| { let (code, v) = h.join().unwrap(); assert_eq!(code, 200, "{v}"); v }).collect()
+        let hs: Vec<_> = bodies
+            .into_iter()
+            .map(|b| {
+                let u = url.clone();
+                std::thread::spawn(move || serve_util::post(&u, &b))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                let (code, v) = h.join().unwrap();
+                assert_eq!(code, 200, "{v}");
+                v
+            })
+            .collect()
     };
     let got = concurrently(&two, (0..12).map(|i| body(i, 10)).collect());
     for (i, g) in got.iter().enumerate() {
@@ -227,8 +261,14 @@ fn data_parallel_replicas_answer_like_one_server() {
             break;
         }
     }
-    assert!(busy.len() == 2 && busy.iter().all(|&n| n >= 4) && busy.iter().sum::<u64>() == 16, "requests per replica: {busy:?}");
-    let (code, v) = two.post("/update_weights_from_disk", &json!({"model_path": other.display().to_string(), "weight_version": "2", "abort_all_requests": true}));
+    assert!(
+        busy.len() == 2 && busy.iter().all(|&n| n >= 4) && busy.iter().sum::<u64>() == 16,
+        "requests per replica: {busy:?}"
+    );
+    let (code, v) = two.post(
+        "/update_weights_from_disk",
+        &json!({"model_path": other.display().to_string(), "weight_version": "2", "abort_all_requests": true}),
+    );
     assert_eq!((code, v["success"].clone()), (200, json!(true)), "{v}");
     for h in long {
         let (code, v) = h.join().unwrap();
@@ -244,7 +284,10 @@ fn data_parallel_replicas_answer_like_one_server() {
     }
     assert_eq!(two.get("/get_model_info").1["weight_version"], "2");
     // A bad path fails everywhere and changes nothing; restoring restores.
-    let (code, v) = two.post("/update_weights_from_disk", &json!({"model_path": d.path().join("missing").display().to_string(), "weight_version": "3"}));
+    let (code, v) = two.post(
+        "/update_weights_from_disk",
+        &json!({"model_path": d.path().join("missing").display().to_string(), "weight_version": "3"}),
+    );
     assert_eq!((code, v["success"].clone()), (400, json!(false)), "{v}");
     assert_eq!(two.get("/get_model_info").1["weight_version"], "2");
     let (code, v) = two.post("/update_weights_from_disk", &json!({"model_path": m, "weight_version": "4"}));

@@ -68,7 +68,10 @@ fn generate_shapes_batches_and_stops_like_sglang() {
     let a = v.as_array().unwrap();
     assert_eq!(a.len(), 2);
     assert_eq!((a[0]["meta_info"]["id"].as_str(), a[1]["meta_info"]["id"].as_str()), (Some("b_0"), Some("b_1")));
-    assert_eq!((a[0]["meta_info"]["prompt_tokens"].as_u64(), a[1]["meta_info"]["prompt_tokens"].as_u64()), (Some(2), Some(3)));
+    assert_eq!(
+        (a[0]["meta_info"]["prompt_tokens"].as_u64(), a[1]["meta_info"]["prompt_tokens"].as_u64()),
+        (Some(2), Some(3))
+    );
     let v = s.generate(json!({"text": ["a", "bbb"], "sampling_params": {"max_new_tokens": 3, "n": 2}}));
     let a = v.as_array().unwrap();
     let pt: Vec<u64> = a.iter().map(|x| x["meta_info"]["prompt_tokens"].as_u64().unwrap()).collect();
@@ -79,8 +82,10 @@ fn generate_shapes_batches_and_stops_like_sglang() {
     let v = s.generate(json!({"text": "a", "sampling_params": {"max_new_tokens": 1, "n": 3}}));
     assert_eq!(v.as_array().unwrap().len(), 3);
     // top_logprobs: k entries, first one the greedy token.
-    let v = s.generate(json!({"input_ids": [1, 2, 3, 4], "return_logprob": true, "logprob_start_len": 0, "top_logprobs_num": 3,
-        "return_text_in_logprobs": true, "sampling_params": {"temperature": 0, "max_new_tokens": 4}}));
+    let v = s.generate(
+        json!({"input_ids": [1, 2, 3, 4], "return_logprob": true, "logprob_start_len": 0, "top_logprobs_num": 3,
+        "return_text_in_logprobs": true, "sampling_params": {"temperature": 0, "max_new_tokens": 4}}),
+    );
     let m = &v["meta_info"];
     assert_eq!(m["input_token_logprobs"].as_array().unwrap().len(), 4);
     assert!(m["input_token_logprobs"][0][0].is_null());
@@ -104,7 +109,8 @@ fn streaming_sends_cumulative_chunks_then_done() {
     assert_eq!(r.status().as_u16(), 200);
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let body = r.text().unwrap();
-    let events: Vec<&str> = body.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap()).collect();
+    let events: Vec<&str> =
+        body.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap()).collect();
     assert_eq!(*events.last().unwrap(), "[DONE]");
     let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
     assert_eq!(chunks.len(), 4, "{body}");
@@ -200,7 +206,10 @@ fn abort_pause_continue_and_weight_updates() {
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(400));
     let ckpt = d.path().join("model").display().to_string();
-    let (code, v) = s.post("/update_weights_from_disk", &json!({"model_path": ckpt, "weight_version": "7", "abort_all_requests": true}));
+    let (code, v) = s.post(
+        "/update_weights_from_disk",
+        &json!({"model_path": ckpt, "weight_version": "7", "abort_all_requests": true}),
+    );
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["success"], true);
     for h in handles {
@@ -211,12 +220,16 @@ fn abort_pause_continue_and_weight_updates() {
     assert_eq!(s.get("/get_model_info").1["weight_version"], "7");
     assert_eq!(s.get("/get_weight_version").1, json!({"weight_version": "7"}));
     // A bad path: success false, 400, nothing changes.
-    let (code, v) = s.post("/update_weights_from_disk", &json!({"model_path": "/nonexistent/ckpt", "weight_version": "8"}));
+    let (code, v) =
+        s.post("/update_weights_from_disk", &json!({"model_path": "/nonexistent/ckpt", "weight_version": "8"}));
     assert_eq!((code, v["success"].clone()), (400, json!(false)));
     assert!(v["message"].as_str().unwrap().contains("/nonexistent/ckpt"));
     assert_eq!(s.get("/get_model_info").1["weight_version"], "7");
     // Abort by rid.
-    let (u, b) = (url.clone(), json!({"input_ids": [1], "rid": "victim", "sampling_params": {"max_new_tokens": 900_000, "ignore_eos": true}}));
+    let (u, b) = (
+        url.clone(),
+        json!({"input_ids": [1], "rid": "victim", "sampling_params": {"max_new_tokens": 900_000, "ignore_eos": true}}),
+    );
     let h = std::thread::spawn(move || serve_util::post(&format!("{u}/generate"), &b));
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(s.post("/abort_request", &json!({"rid": "victim"})).0, 200);
@@ -243,19 +256,26 @@ fn chat_completions_with_qwen_tool_calls_multi_turn() {
     let call = "I will compute.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"347*29\"}}\n</tool_call>";
     let s = scripted_server(
         d.path(),
-        &[json!({"when": "347*29?", "completion": call}), json!({"when": "<tool_response>\n10063", "completion": "The answer is 10063."})],
+        &[
+            json!({"when": "347*29?", "completion": call}),
+            json!({"when": "<tool_response>\n10063", "completion": "The answer is 10063."}),
+        ],
         &[],
     );
     let tools = json!([{"type": "function", "function": {"name": "calculator", "description": "evaluate", "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]);
     let mut messages = vec![json!({"role": "user", "content": "What is 347*29?"})];
-    let (code, v) = s.post("/v1/chat/completions", &json!({"model": "m", "messages": messages, "tools": tools, "temperature": 0}));
+    let (code, v) =
+        s.post("/v1/chat/completions", &json!({"model": "m", "messages": messages, "tools": tools, "temperature": 0}));
     assert_eq!(code, 200, "{v}");
     let c = &v["choices"][0];
     assert_eq!(c["finish_reason"], "tool_calls");
     assert_eq!(c["message"]["content"], "I will compute.");
     let tc = &c["message"]["tool_calls"][0];
     assert_eq!(tc["function"]["name"], "calculator");
-    assert_eq!(serde_json::from_str::<Value>(tc["function"]["arguments"].as_str().unwrap()).unwrap(), json!({"expression": "347*29"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(tc["function"]["arguments"].as_str().unwrap()).unwrap(),
+        json!({"expression": "347*29"})
+    );
     assert!(tc["id"].as_str().unwrap().starts_with("call_"));
     messages.push(json!({"role": "assistant", "content": "I will compute.", "tool_calls": [tc]}));
     messages.push(json!({"role": "tool", "tool_call_id": tc["id"], "content": "10063"}));
@@ -265,7 +285,10 @@ fn chat_completions_with_qwen_tool_calls_multi_turn() {
     assert_eq!(c["message"]["content"], "The answer is 10063.");
     assert_eq!(c["finish_reason"], "stop");
     assert!(c["message"]["tool_calls"].is_null());
-    assert_eq!(c["logprobs"]["content"].as_array().unwrap().len(), v["usage"]["completion_tokens"].as_u64().unwrap() as usize);
+    assert_eq!(
+        c["logprobs"]["content"].as_array().unwrap().len(),
+        v["usage"]["completion_tokens"].as_u64().unwrap() as usize
+    );
     let r = serve_util::client().post(format!("{}/v1/chat/completions", s.url)).body("{}").send().unwrap();
     assert_eq!(r.status().as_u16(), 400, "non-JSON content type is refused");
 }
@@ -275,7 +298,8 @@ fn sse_events(r: reqwest::blocking::Response) -> (Vec<Value>, String) {
     assert_eq!(r.status().as_u16(), 200);
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let body = r.text().unwrap();
-    let events: Vec<&str> = body.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap()).collect();
+    let events: Vec<&str> =
+        body.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap()).collect();
     assert_eq!(*events.last().unwrap(), "[DONE]", "{body}");
     (events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect(), body)
 }
@@ -283,8 +307,13 @@ fn sse_events(r: reqwest::blocking::Response) -> (Vec<Value>, String) {
 #[test]
 fn chat_completions_stream_openai_chunks() {
     let d = common::tmpdir();
-    let call = "Let me see.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2+2\"}}\n</tool_call>";
-    let s = scripted_server(d.path(), &[json!({"when": "tool please", "completion": call}), json!({"completion": "Hello there, friend. END more"})], &[]);
+    let call =
+        "Let me see.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2+2\"}}\n</tool_call>";
+    let s = scripted_server(
+        d.path(),
+        &[json!({"when": "tool please", "completion": call}), json!({"completion": "Hello there, friend. END more"})],
+        &[],
+    );
     let post = |body: Value| serde_json::to_string(&body).unwrap();
     let send = |body: Value| {
         serve_util::client()
@@ -300,7 +329,8 @@ fn chat_completions_stream_openai_chunks() {
     let (_, whole) = s.post("/v1/chat/completions", &json!({"messages": messages, "temperature": 0, "stop": ["END"]}));
     let want = whole["choices"][0]["message"]["content"].as_str().unwrap().to_string();
     assert_eq!(want, "Hello there, friend. ");
-    let (chunks, body) = sse_events(send(json!({"messages": messages, "temperature": 0, "stop": ["END"], "stream": true,
+    let (chunks, body) =
+        sse_events(send(json!({"messages": messages, "temperature": 0, "stop": ["END"], "stream": true,
                                                  "logprobs": true, "stream_options": {"include_usage": true}})));
     for c in &chunks {
         assert_eq!(c["object"], "chat.completion.chunk", "{body}");
@@ -310,7 +340,10 @@ fn chat_completions_stream_openai_chunks() {
     assert_eq!(choices[0]["delta"], json!({"role": "assistant", "content": ""}));
     let text: String = choices.iter().filter_map(|c| c["delta"]["content"].as_str()).collect();
     assert_eq!(text, want, "{body}");
-    assert!(choices.iter().filter(|c| c["delta"]["content"].as_str().is_some_and(|t| !t.is_empty())).count() > 3, "deltas, not one blob: {body}");
+    assert!(
+        choices.iter().filter(|c| c["delta"]["content"].as_str().is_some_and(|t| !t.is_empty())).count() > 3,
+        "deltas, not one blob: {body}"
+    );
     let last = choices.last().unwrap();
     assert_eq!((last["finish_reason"].as_str(), last["delta"].clone()), (Some("stop"), json!({})));
     assert_eq!(last["matched_stop"], "END");
@@ -323,7 +356,9 @@ fn chat_completions_stream_openai_chunks() {
     assert_eq!(usage, &whole["usage"]);
     // With tools: the parsed call arrives whole, finish_reason tool_calls.
     let tools = json!([{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]);
-    let (chunks, body) = sse_events(send(json!({"messages": [{"role": "user", "content": "tool please"}], "tools": tools, "stream": true})));
+    let (chunks, body) = sse_events(send(
+        json!({"messages": [{"role": "user", "content": "tool please"}], "tools": tools, "stream": true}),
+    ));
     let choices: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].as_array()).flatten().collect();
     let calls: Vec<&Value> = choices.iter().filter_map(|c| c["delta"]["tool_calls"].as_array()).flatten().collect();
     assert_eq!(calls.len(), 1, "{body}");
@@ -333,7 +368,8 @@ fn chat_completions_stream_openai_chunks() {
     assert_eq!(choices.last().unwrap()["finish_reason"], "tool_calls");
     assert!(chunks.iter().all(|c| c.get("usage").is_none()), "no usage chunk unless asked");
     // n = 2: each choice streams under its own index.
-    let (chunks, _) = sse_events(send(json!({"messages": messages, "n": 2, "temperature": 0.5, "stream": true, "max_tokens": 3})));
+    let (chunks, _) =
+        sse_events(send(json!({"messages": messages, "n": 2, "temperature": 0.5, "stream": true, "max_tokens": 3})));
     let finished: std::collections::BTreeSet<u64> = chunks
         .iter()
         .filter_map(|c| c["choices"].as_array())
@@ -358,14 +394,30 @@ fn sync_updates_three_servers_one_stopped() {
     let ck = ckpt.display().to_string();
     let r = common::run(
         "arl-sync",
-        &["--checkpoint", &ck, "--weight-version", "42", "--endpoint", &a.url, "--endpoint", &b.url, "--endpoint", &c.url, "--verify-timeout", "5"],
+        &[
+            "--checkpoint",
+            &ck,
+            "--weight-version",
+            "42",
+            "--endpoint",
+            &a.url,
+            "--endpoint",
+            &b.url,
+            "--endpoint",
+            &c.url,
+            "--verify-timeout",
+            "5",
+        ],
         b"",
     );
     assert_eq!(r.code, 1, "stderr: {}", r.stderr);
     let out = r.stdout_str();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines[0].starts_with("ok ") && lines[0].contains(&a.url) && lines[0].contains("weight_version=42"), "{out}");
+    assert!(
+        lines[0].starts_with("ok ") && lines[0].contains(&a.url) && lines[0].contains("weight_version=42"),
+        "{out}"
+    );
     assert!(lines[1].starts_with("ok ") && lines[1].contains(&b.url), "{out}");
     assert!(lines[2].starts_with("failed ") && lines[2].contains(&c.url) && lines[2].contains("update"), "{out}");
     for s in [&a, &b] {
@@ -374,13 +426,21 @@ fn sync_updates_three_servers_one_stopped() {
         assert_eq!(info["model_path"], ckpt.canonicalize().unwrap().display().to_string());
     }
     // --json summary of the two live servers.
-    let r = common::run("arl-sync", &["--checkpoint", &ck, "--weight-version", "43", "--endpoint", &a.url, "--endpoint", &b.url, "--json"], b"");
+    let r = common::run(
+        "arl-sync",
+        &["--checkpoint", &ck, "--weight-version", "43", "--endpoint", &a.url, "--endpoint", &b.url, "--json"],
+        b"",
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v: Value = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!((v["ok"].clone(), v["failed"].clone(), v["servers"].clone()), (json!(true), json!(0), json!(2)));
     assert_eq!(v["results"][0]["weight_version"], "43");
     // An incomplete checkpoint touches no server.
-    std::fs::write(ckpt.join("model.safetensors.index.json"), r#"{"weight_map": {"w": "model-00001-of-00002.safetensors"}}"#).unwrap();
+    std::fs::write(
+        ckpt.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"w": "model-00001-of-00002.safetensors"}}"#,
+    )
+    .unwrap();
     let r = common::run("arl-sync", &["--checkpoint", &ck, "--weight-version", "44", "--endpoint", &a.url], b"");
     assert_eq!(r.code, 65, "{}", r.stderr);
     assert!(r.stderr.contains("model-00001-of-00002.safetensors"), "{}", r.stderr);
@@ -412,7 +472,11 @@ fn sync_discovers_workers_from_a_router() {
     });
     let ckpt = d.path().join("ckpt");
     scripted_model_dir(&ckpt);
-    let r = common::run("arl-sync", &["--checkpoint", &ckpt.display().to_string(), "--weight-version", "5", "--router", &router], b"");
+    let r = common::run(
+        "arl-sync",
+        &["--checkpoint", &ckpt.display().to_string(), "--weight-version", "5", "--router", &router],
+        b"",
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout_str(), r.stderr);
     assert!(r.stdout_str().contains(&a.url));
     assert_eq!(a.get("/get_model_info").1["weight_version"], "5");

@@ -47,7 +47,6 @@ pub fn normalize_url(u: &str) -> String {
     }
 }
 
-
 fn client(timeout: Duration, connect: Duration) -> Result<reqwest::blocking::Client> {
     arl_http::client::blocking_builder()
         .timeout(timeout)
@@ -209,7 +208,6 @@ pub fn absolute(dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     #[test]
     fn urls() {

@@ -6,9 +6,9 @@
 //! `--json`. Exit codes: 0 every server is on the new version; 1 at least one
 //! is not (or the router cannot be asked); 2 usage error; 65 the checkpoint is
 //! incomplete (no server was touched).
+use anyhow::Result;
 use arl_core::cli::{self, EXIT_CODES_HELP};
 use arl_sync::{self as sync, SyncOptions};
-use anyhow::Result;
 use clap::Parser;
 use serde_json::json;
 use std::io::Write;
@@ -101,10 +101,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut seen = std::collections::HashSet::new();
     urls.retain(|u| seen.insert(u.clone()));
     let opts = SyncOptions {
-        model_path: args
-            .server_path
-            .clone()
-            .unwrap_or_else(|| sync::absolute(&args.checkpoint).display().to_string()),
+        model_path: args.server_path.clone().unwrap_or_else(|| sync::absolute(&args.checkpoint).display().to_string()),
         weight_version: args.weight_version.clone(),
         abort_running: args.abort_running,
         update_timeout,
@@ -135,7 +132,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     out.flush()?;
     if failed > 0 {
-        cli::warn(TOOL, format!("{failed} of {} servers are not on weight_version `{}`", results.len(), opts.weight_version));
+        cli::warn(
+            TOOL,
+            format!("{failed} of {} servers are not on weight_version `{}`", results.len(), opts.weight_version),
+        );
         return Ok(ExitCode::from(cli::exit::FAILURE));
     }
     Ok(ExitCode::SUCCESS)

@@ -13,7 +13,22 @@ use arl_core::rng::Rng;
 use arl_env::shop::{Item, Order, Shop};
 use serde_json::{json, Map, Value};
 
-const NAMES: &[&str] = &["desk lamp", "kettle", "chess set", "atlas", "rake", "drum", "hand saw", "novel", "puzzle", "garden hose", "flute", "wall map", "vase", "drill"];
+const NAMES: &[&str] = &[
+    "desk lamp",
+    "kettle",
+    "chess set",
+    "atlas",
+    "rake",
+    "drum",
+    "hand saw",
+    "novel",
+    "puzzle",
+    "garden hose",
+    "flute",
+    "wall map",
+    "vase",
+    "drill",
+];
 const CATEGORIES: &[&str] = &["home", "games", "tools", "garden", "music"];
 
 fn setup(rng: &mut Rng, level: u32) -> Shop {
@@ -79,7 +94,13 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
         }
         1 => {
             let cat = it.category.clone();
-            let cheapest = shop.items.iter().filter(|i| i.category == cat).min_by_key(|i| (i.price, i.sku.clone())).cloned().expect("the item's category");
+            let cheapest = shop
+                .items
+                .iter()
+                .filter(|i| i.category == cat)
+                .min_by_key(|i| (i.price, i.sku.clone()))
+                .cloned()
+                .expect("the item's category");
             let q = rng.range(1, cheapest.stock.min(4));
             run(&mut shop, "list_items", json!({"category": cat}));
             run(&mut shop, "create_order", json!({"sku": cheapest.sku, "quantity": q}));
@@ -90,18 +111,30 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
         }
         2 => {
             run(&mut shop, "list_orders", json!({}));
-            let ids: Vec<i64> = shop.orders.iter().filter(|o| o.sku == it.sku && o.status == "placed").map(|o| o.order_id).collect();
+            let ids: Vec<i64> =
+                shop.orders.iter().filter(|o| o.sku == it.sku && o.status == "placed").map(|o| o.order_id).collect();
             for id in ids {
                 run(&mut shop, "cancel_order", json!({"order_id": id}));
             }
-            let keep: Vec<Value> = shop.orders.iter().filter(|o| o.status == "placed").map(|o| json!({"sku": o.sku, "quantity": o.quantity})).collect();
-            (format!("Cancel every placed order of the {} and leave the other orders alone.", it.name), json!({"placed": keep}))
+            let keep: Vec<Value> = shop
+                .orders
+                .iter()
+                .filter(|o| o.status == "placed")
+                .map(|o| json!({"sku": o.sku, "quantity": o.quantity}))
+                .collect();
+            (
+                format!("Cancel every placed order of the {} and leave the other orders alone.", it.name),
+                json!({"placed": keep}),
+            )
         }
         _ => {
             let target = it.stock + rng.range(5, 60);
             run(&mut shop, "get_item", json!({"sku": it.sku}));
             run(&mut shop, "restock_item", json!({"sku": it.sku, "quantity": target - it.stock}));
-            (format!("Restock the {} so that exactly {target} units are in stock. Place no orders.", it.name), json!({"placed": [], "stock": {it.sku.clone(): target}}))
+            (
+                format!("Restock the {} so that exactly {target} units are in stock. Place no orders.", it.name),
+                json!({"placed": [], "stock": {it.sku.clone(): target}}),
+            )
         }
     };
     let prompt = format!("You operate a shop through its API tools. {goal_text} When you are done, say `Done.`");
@@ -109,6 +142,8 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
     meta.insert("api_setup".into(), json!(initial));
     meta.insert("kind".into(), json!(["order", "cheapest", "cancel", "restock"][kind as usize]));
     let spec = arl_env::shop::openapi("http://127.0.0.1");
-    let tools = arl_env::tools::openapi::OpenApi::from_spec(&spec, None).map(|a| a.ops.into_iter().map(|o| o.definition).collect()).unwrap_or_default();
+    let tools = arl_env::tools::openapi::OpenApi::from_spec(&spec, None)
+        .map(|a| a.ops.into_iter().map(|o| o.definition).collect())
+        .unwrap_or_default();
     Task::tool_walk(prompt, goal, &calls, "Done.", meta, tools)
 }

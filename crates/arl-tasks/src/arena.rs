@@ -6,8 +6,8 @@
 //! each seat's mark and the board. There is no label: the game's outcome is
 //! the verdict (`arl-reward --rm game`).
 use super::Task;
-use arl_env::arena::game::{Board, Game};
 use arl_core::rng::Rng;
+use arl_env::arena::game::{Board, Game};
 use serde_json::{json, Map, Value};
 
 pub fn generate(rng: &mut Rng, level: u32, game: Game) -> Task {
@@ -37,7 +37,14 @@ pub fn generate(rng: &mut Rng, level: u32, game: Game) -> Task {
     let mut metadata = Map::new();
     metadata.insert("game".into(), json!(game.name()));
     metadata.insert("opening".into(), json!(opening));
-    Task { prompt: game.rules().to_string(), label: Value::Null, response: String::new(), messages: None, metadata, tools: vec![] }
+    Task {
+        prompt: game.rules().to_string(),
+        label: Value::Null,
+        response: String::new(),
+        messages: None,
+        metadata,
+        tools: vec![],
+    }
 }
 
 #[cfg(test)]
@@ -49,7 +56,8 @@ mod tests {
         for level in 1..=10 {
             for seed in 0..20 {
                 let t = generate(&mut Rng::new(seed), level, Game::TicTacToe);
-                let op: Vec<i64> = t.metadata["opening"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
+                let op: Vec<i64> =
+                    t.metadata["opening"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
                 assert_eq!(op.len(), ((level - 1) as usize).min(4));
                 let mut b = Board::new(Game::TicTacToe);
                 for m in op {

@@ -94,7 +94,10 @@ pub fn plausible_wrong(rng: &mut Rng, v: i64) -> i64 {
                 }
             }
             1 => v + rng.range(-9, 9),
-            _ => v + if rng.bool(0.5) { 10 } else { -10 } * 10i64.pow(rng.below(v.abs().max(1).ilog10() as u64 + 1) as u32),
+            _ => {
+                v + if rng.bool(0.5) { 10 } else { -10 }
+                    * 10i64.pow(rng.below(v.abs().max(1).ilog10() as u64 + 1) as u32)
+            }
         };
         if w != v {
             return w;
@@ -144,5 +147,15 @@ pub fn generate(rng: &mut Rng, level: u32, o: &ArithOpts) -> (Task, u32) {
             ]),
         )
     };
-    (Task { prompt, label: json!(v.to_string()), response, messages: Some(messages), metadata: meta, tools: vec![arl_env::tools::calculator_def()] }, level)
+    (
+        Task {
+            prompt,
+            label: json!(v.to_string()),
+            response,
+            messages: Some(messages),
+            metadata: meta,
+            tools: vec![arl_env::tools::calculator_def()],
+        },
+        level,
+    )
 }

@@ -185,5 +185,12 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
     let response = format!("```python\n{}```", t.solution);
     let mut meta = serde_json::Map::new();
     meta.insert("function".into(), json!(t.name));
-    Task { prompt, label: json!({"tests": tests, "entry_point": t.name}), response, messages: None, metadata: meta, tools: vec![] }
+    Task {
+        prompt,
+        label: json!({"tests": tests, "entry_point": t.name}),
+        response,
+        messages: None,
+        metadata: meta,
+        tools: vec![],
+    }
 }

@@ -4,8 +4,8 @@
 //! (files in the order given); once it has enough samples it moves up when
 //! its accuracy is above the band and down when below, so the policy trains
 //! where it can still learn.
-use arl_core::io::RecordReader;
 use anyhow::{Context, Result};
+use arl_core::io::RecordReader;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -47,7 +47,14 @@ impl Task {
     /// each call's text and the tool's answer), ending with `last`: the
     /// demonstration's messages (user, then assistant/tool turns) and its
     /// response (the calls and `last`, one per line).
-    pub fn tool_walk(prompt: String, label: Value, calls: &[(String, String)], last: &str, metadata: serde_json::Map<String, Value>, tools: Vec<Value>) -> Task {
+    pub fn tool_walk(
+        prompt: String,
+        label: Value,
+        calls: &[(String, String)],
+        last: &str,
+        metadata: serde_json::Map<String, Value>,
+        tools: Vec<Value>,
+    ) -> Task {
         let mut messages = vec![json!({"role": "user", "content": prompt})];
         let mut response = String::new();
         for (c, o) in calls {
@@ -73,9 +80,9 @@ impl Task {
             ..Record::default()
         };
         if with_solution {
-            let msgs = self.messages.unwrap_or_else(|| {
-                json!([{"role": "user", "content": self.prompt}, {"role": "assistant", "content": self.response}])
-            });
+            let msgs = self.messages.unwrap_or_else(
+                || json!([{"role": "user", "content": self.prompt}, {"role": "assistant", "content": self.response}]),
+            );
             r.response = Some(self.response);
             r.messages = Some(msgs);
             if !self.tools.is_empty() {

@@ -1,9 +1,9 @@
 //! `arl-tasks`: procedurally generated, verifiable prompt records.
+use anyhow::{Context, Result};
 use arl_core::args::OutputArgs;
 use arl_core::cli::{self, EXIT_CODES_HELP};
 use arl_core::rng::{mix, Rng};
 use arl_tasks::{self as tasks, arith::ArithOpts, difficulty::Band, MAX_LEVEL};
-use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -164,7 +164,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let level = if a.difficulty == "auto" {
         if a.history.is_empty() {
-            return Err(cli::hint(cli::usage("`--difficulty auto` needs `--history FILE…`"), "pass the scored trajectories of earlier steps"));
+            return Err(cli::hint(
+                cli::usage("`--difficulty auto` needs `--history FILE…`"),
+                "pass the scored trajectories of earlier steps",
+            ));
         }
         let (acc, last) = tasks::difficulty::accuracy_by_level(&a.history, a.family.name())?;
         let band = Band { low: a.band_low, high: a.band_high, min_samples: a.min_samples };
@@ -174,7 +177,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         l
     } else {
-        let l: u32 = a.difficulty.parse().map_err(|_| cli::usage(format!("`--difficulty {}`: expected 1–{MAX_LEVEL} or `auto`", a.difficulty)))?;
+        let l: u32 = a
+            .difficulty
+            .parse()
+            .map_err(|_| cli::usage(format!("`--difficulty {}`: expected 1–{MAX_LEVEL} or `auto`", a.difficulty)))?;
         if !(1..=MAX_LEVEL).contains(&l) {
             return Err(cli::usage(format!("`--difficulty {l}`: levels are 1–{MAX_LEVEL}")));
         }
@@ -188,7 +194,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.easy_tool_rate > 0.0 && !a.mixed {
         return Err(cli::usage("`--easy-tool-rate` needs `--mixed`"));
     }
-    let aopts = ArithOpts { noise: a.noise, mixed: a.mixed, tool_cost: a.tool_cost, easy_tool_rate: a.easy_tool_rate, easy_level: a.easy_level };
+    let aopts = ArithOpts {
+        noise: a.noise,
+        mixed: a.mixed,
+        tool_cost: a.tool_cost,
+        easy_tool_rate: a.easy_tool_rate,
+        easy_level: a.easy_level,
+    };
     let mut out = a.output.spec().open()?;
     for i in a.start..a.start + a.count {
         let mut rng = Rng::new(mix(&[fam_key, a.seed, i, level as u64]));
@@ -199,7 +211,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             Family::Sql => (tasks::sql::generate(&mut rng, level), level),
             Family::Api => (tasks::api::generate(&mut rng, level), level),
             Family::Arena => {
-                let g = arl_env::arena::game::Game::parse(&a.game).ok_or_else(|| cli::usage(format!("`--game {}`: unknown game", a.game)))?;
+                let g = arl_env::arena::game::Game::parse(&a.game)
+                    .ok_or_else(|| cli::usage(format!("`--game {}`: unknown game", a.game)))?;
                 (tasks::arena::generate(&mut rng, level, g), level)
             }
             Family::Web => (tasks::web::generate(&mut rng, level), level),

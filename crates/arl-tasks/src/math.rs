@@ -51,7 +51,12 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
             let (p, q) = (p1 * q2 + p2 * q1, q1 * q2);
             (
                 format!("Compute \\frac{{{p1}}}{{{q1}}} + \\frac{{{p2}}}{{{q2}}} as a fraction in lowest terms."),
-                format!("The common denominator is {q}: \\frac{{{}}}{{{q}}} + \\frac{{{}}}{{{q}}} = {}.", p1 * q2, p2 * q1, frac_tex(p, q)),
+                format!(
+                    "The common denominator is {q}: \\frac{{{}}}{{{q}}} + \\frac{{{}}}{{{q}}} = {}.",
+                    p1 * q2,
+                    p2 * q1,
+                    frac_tex(p, q)
+                ),
                 frac_tex(p, q),
             )
         }
@@ -76,7 +81,11 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
             let g = rng.range(2, 3 + l * 3);
             let (a, b) = (g * rng.range(2, 2 + l * 4), g * rng.range(2, 2 + l * 4));
             let d = gcd(a, b);
-            (format!("What is the greatest common divisor of {a} and {b}?"), format!("gcd({a}, {b}) = {d}."), d.to_string())
+            (
+                format!("What is the greatest common divisor of {a} and {b}?"),
+                format!("gcd({a}, {b}) = {d}."),
+                d.to_string(),
+            )
         }
     };
     let prompt = format!("{problem} {SUFFIX}");

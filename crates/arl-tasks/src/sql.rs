@@ -13,11 +13,16 @@ use arl_core::rng::Rng;
 use arl_env::sql::{Backend, Db, Limits, TaskDb};
 use serde_json::json;
 
-const FIRST: &[&str] = &["Ann", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jon", "Kim", "Lea", "Max", "Nia", "Omar", "Pia"];
+const FIRST: &[&str] = &[
+    "Ann", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jon", "Kim", "Lea", "Max", "Nia", "Omar", "Pia",
+];
 const LAST: &[&str] = &["Berg", "Chen", "Diaz", "Eke", "Fox", "Gray", "Holm", "Ito", "Jung", "Kahn", "Lund", "Moss"];
 const CITIES: &[&str] = &["Oslo", "Lima", "Pune", "Kyiv", "Nice", "Cork"];
 const CATEGORIES: &[&str] = &["books", "games", "tools", "garden", "music"];
-const NOUNS: &[&str] = &["lamp", "kettle", "chess", "atlas", "rake", "drum", "saw", "novel", "puzzle", "hose", "flute", "map", "vase", "drill"];
+const NOUNS: &[&str] = &[
+    "lamp", "kettle", "chess", "atlas", "rake", "drum", "saw", "novel", "puzzle", "hose", "flute", "map", "vase",
+    "drill",
+];
 const ADJ: &[&str] = &["red", "tiny", "smart", "old", "blue", "grand", "quiet", "swift"];
 const YEARS: [i64; 4] = [2021, 2022, 2023, 2024];
 
@@ -56,7 +61,15 @@ fn data(rng: &mut Rng, level: u32) -> Data {
     // Some customers never order (for the anti-join questions).
     let buyers = (nc * 3 / 4).max(1) as u64;
     let orders = (0..no)
-        .map(|i| (i as i64 + 1, rng.below(buyers) as i64 + 1, rng.below(np as u64) as i64 + 1, rng.range(1, 9), *rng.choose(&YEARS)))
+        .map(|i| {
+            (
+                i as i64 + 1,
+                rng.below(buyers) as i64 + 1,
+                rng.below(np as u64) as i64 + 1,
+                rng.range(1, 9),
+                *rng.choose(&YEARS),
+            )
+        })
         .collect();
     Data { customers, products, orders }
 }
@@ -70,7 +83,10 @@ fn setup(d: &Data) -> String {
     let rows: Vec<String> = d.products.iter().map(|(i, n, c, p)| format!("({i}, {}, {}, {p})", q(n), q(c))).collect();
     s.push_str(&format!("INSERT INTO products (id, name, category, price) VALUES {};\n", rows.join(", ")));
     let rows: Vec<String> = d.orders.iter().map(|(i, c, p, n, y)| format!("({i}, {c}, {p}, {n}, {y})")).collect();
-    s.push_str(&format!("INSERT INTO orders (id, customer_id, product_id, quantity, year) VALUES {};\n", rows.join(", ")));
+    s.push_str(&format!(
+        "INSERT INTO orders (id, customer_id, product_id, quantity, year) VALUES {};\n",
+        rows.join(", ")
+    ));
     s
 }
 

@@ -15,7 +15,16 @@ use arl_core::rng::Rng;
 use arl_env::web::site::{self, element_ids, Line, Product, Resp, State, COUNTRIES, DELIVERIES, PLANS};
 use serde_json::{json, Map, Value};
 
-const NOUNS: &[(&str, &str)] = &[("kettle", "kitchen"), ("lamp", "home"), ("backpack", "travel"), ("headphones", "audio"), ("mug", "kitchen"), ("umbrella", "travel"), ("notebook", "office"), ("blender", "kitchen")];
+const NOUNS: &[(&str, &str)] = &[
+    ("kettle", "kitchen"),
+    ("lamp", "home"),
+    ("backpack", "travel"),
+    ("headphones", "audio"),
+    ("mug", "kitchen"),
+    ("umbrella", "travel"),
+    ("notebook", "office"),
+    ("blender", "kitchen"),
+];
 const ADJS: &[&str] = &["Steel", "Glass", "Travel", "Compact", "Deluxe", "Classic", "Mini", "Smart", "Bamboo", "Retro"];
 const FIRST: &[&str] = &["Ada", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Julia"];
 const LAST: &[&str] = &["Lind", "Moreau", "Okafor", "Park", "Quist", "Rossi", "Sato", "Torres", "Ueda", "Vance"];
@@ -52,11 +61,18 @@ impl Sim {
 
     fn id(&self, key: &str) -> i64 {
         let ids = element_ids(&self.html);
-        ids.iter().position(|k| k == key).map(|i| i as i64 + 1).unwrap_or_else(|| panic!("no element `{key}` on {}: {ids:?}", self.path))
+        ids.iter()
+            .position(|k| k == key)
+            .map(|i| i as i64 + 1)
+            .unwrap_or_else(|| panic!("no element `{key}` on {}: {ids:?}", self.path))
     }
 
     fn call(&mut self, name: &str, args: Value) {
-        let title = regex::Regex::new("<title>([^<]*)</title>").expect("static").captures(&self.html).map(|c| c[1].to_string()).unwrap_or_default();
+        let title = regex::Regex::new("<title>([^<]*)</title>")
+            .expect("static")
+            .captures(&self.html)
+            .map(|c| c[1].to_string())
+            .unwrap_or_default();
         let obs = format!("Title: {}\nURL: /{}", title.replace("&amp;", "&"), self.path);
         self.calls.push((tool_call(name, &args), obs));
     }
@@ -78,7 +94,12 @@ fn setup(rng: &mut Rng, level: u32) -> State {
                 p += 100;
             }
             prices.push(p);
-            products.push(Product { sku: format!("A{}", 100 + products.len() * 13 + rng.below(13) as usize), name: format!("{adj} {noun}"), category: cat.to_string(), price: p });
+            products.push(Product {
+                sku: format!("A{}", 100 + products.len() * 13 + rng.below(13) as usize),
+                name: format!("{adj} {noun}"),
+                category: cat.to_string(),
+                price: p,
+            });
         }
     }
     rng.shuffle(&mut products);
@@ -101,7 +122,8 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
             let news = rng.bool(0.5);
             sim.call("open", json!({"url": "/signup"}));
             sim.load("signup");
-            let ids: Vec<i64> = ["name", "email", "plan", "country", "newsletter", "signup"].iter().map(|k| sim.id(k)).collect();
+            let ids: Vec<i64> =
+                ["name", "email", "plan", "country", "newsletter", "signup"].iter().map(|k| sim.id(k)).collect();
             sim.call("type", json!({"id": ids[0], "text": name}));
             sim.call("type", json!({"id": ids[1], "text": email}));
             sim.call("select", json!({"id": ids[2], "value": plan}));
@@ -109,17 +131,41 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
             if news {
                 sim.call("click", json!({"id": ids[4]}));
             }
-            sim.submit("signup", &[("name", name.clone()), ("email", email.clone()), ("plan", plan.into()), ("country", country.into()), ("newsletter", if news { "yes".into() } else { String::new() })]);
+            sim.submit(
+                "signup",
+                &[
+                    ("name", name.clone()),
+                    ("email", email.clone()),
+                    ("plan", plan.into()),
+                    ("country", country.into()),
+                    ("newsletter", if news { "yes".into() } else { String::new() }),
+                ],
+            );
             sim.call("click", json!({"id": ids[5]}));
-            let news_text = if news { "and subscribe to the newsletter" } else { "without subscribing to the newsletter" };
+            let news_text =
+                if news { "and subscribe to the newsletter" } else { "without subscribing to the newsletter" };
             (
-                format!("Create an account for {name} (email {email}) on the {plan} plan, country {country}, {news_text}."),
+                format!(
+                    "Create an account for {name} (email {email}) on the {plan} plan, country {country}, {news_text}."
+                ),
                 json!({"signup": {"name": name, "email": email, "plan": plan, "country": country, "newsletter": news}}),
             )
         }
         1 => {
-            let noun = sim.st.products[rng.below(sim.st.products.len() as u64) as usize].name.split(' ').nth(1).unwrap_or("").to_string();
-            let cheapest = sim.st.products.iter().filter(|p| p.name.ends_with(&format!(" {noun}"))).min_by_key(|p| p.price).cloned().expect("the noun's products");
+            let noun = sim.st.products[rng.below(sim.st.products.len() as u64) as usize]
+                .name
+                .split(' ')
+                .nth(1)
+                .unwrap_or("")
+                .to_string();
+            let cheapest = sim
+                .st
+                .products
+                .iter()
+                .filter(|p| p.name.ends_with(&format!(" {noun}")))
+                .min_by_key(|p| p.price)
+                .cloned()
+                .expect("the noun's products");
             sim.call("open", json!({"url": "/search"}));
             sim.load("search");
             let q = sim.id("q");
@@ -131,7 +177,10 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
             let w = sim.id("wish");
             sim.submit(&format!("product/{}/wishlist", cheapest.sku), &[]);
             sim.call("click", json!({"id": w}));
-            (format!("Find the cheapest {noun} in the shop and add it (only it) to the wishlist."), json!({"wishlist": [cheapest.sku]}))
+            (
+                format!("Find the cheapest {noun} in the shop and add it (only it) to the wishlist."),
+                json!({"wishlist": [cheapest.sku]}),
+            )
         }
         _ => {
             let prod = sim.st.products[rng.below(sim.st.products.len() as u64) as usize].clone();
@@ -160,7 +209,10 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
             for (i, v) in [&name, &street, &city, &zip].iter().enumerate() {
                 sim.call("type", json!({"id": ids[i], "text": v}));
             }
-            sim.submit("checkout/shipping", &[("fullname", name.clone()), ("street", street.clone()), ("city", city.clone()), ("zip", zip.clone())]);
+            sim.submit(
+                "checkout/shipping",
+                &[("fullname", name.clone()), ("street", street.clone()), ("city", city.clone()), ("zip", zip.clone())],
+            );
             sim.call("click", json!({"id": ids[4]}));
             let (d, n) = (sim.id("delivery"), sim.id("next"));
             sim.call("select", json!({"id": d, "value": dtext}));

@@ -162,8 +162,12 @@ impl EnvServer {
     pub fn start(extra: &[&str]) -> EnvServer {
         let mut cmd = Command::new(exe("arl-env"));
         cmd.args(["--port", "0"]).args(extra);
-        let (daemon, url) =
-            crate::daemon::Daemon::start("arl-env", &mut cmd, "arl-env: listening on ", std::time::Duration::from_secs(60));
+        let (daemon, url) = crate::daemon::Daemon::start(
+            "arl-env",
+            &mut cmd,
+            "arl-env: listening on ",
+            std::time::Duration::from_secs(60),
+        );
         EnvServer { daemon, url }
     }
 

@@ -100,7 +100,11 @@ impl Drop for Daemon {
 /// Copies `from` line by line into `log` until EOF, and sends the rest of the
 /// first line that starts with the ready prefix, if one is given. Dropping the
 /// sender at EOF tells a waiter that the daemon exited.
-fn drain(from: impl Read + Send + 'static, log: Arc<Mutex<String>>, mut ready: Option<(String, std::sync::mpsc::Sender<String>)>) {
+fn drain(
+    from: impl Read + Send + 'static,
+    log: Arc<Mutex<String>>,
+    mut ready: Option<(String, std::sync::mpsc::Sender<String>)>,
+) {
     std::thread::spawn(move || {
         let mut r = BufReader::new(from);
         let mut buf = Vec::new();

@@ -26,7 +26,9 @@ fn bindir() -> PathBuf {
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path().join("bin")).filter(|p| p.join("initdb").exists()).collect())
         .unwrap_or_default();
     found.sort();
-    found.pop().expect("PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/initdb): run scripts/setup.sh")
+    found
+        .pop()
+        .expect("PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/initdb): run scripts/setup.sh")
 }
 
 fn is_root() -> bool {
@@ -62,7 +64,16 @@ impl Postgres {
             assert!(st.success(), "chown to postgres failed");
         }
         let o = pg_cmd(&bin, "initdb")
-            .args(["-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync", "-E", "UTF8", "--locale=C"])
+            .args([
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ])
             .arg(format!("--pwfile={}", dir.path().join("pw").display()))
             .arg("-D")
             .arg(&data)
@@ -78,7 +89,10 @@ impl Postgres {
                 .arg("-l")
                 .arg(dir.path().join("log"))
                 .arg("-o")
-                .arg(format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60", dir.path().display()))
+                .arg(format!(
+                    "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60",
+                    dir.path().display()
+                ))
                 .args(["-w", "-t", "60", "start"])
                 .output()
                 .unwrap();
@@ -93,7 +107,8 @@ impl Postgres {
         }
         assert!(port != 0, "no free port for PostgreSQL");
         let base = format!("postgres://postgres:{pw}@127.0.0.1:{port}");
-        let mut c = postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls).expect("connect as postgres");
+        let mut c =
+            postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls).expect("connect as postgres");
         c.batch_execute("CREATE DATABASE arl").unwrap();
         Postgres { dir, bin, port, admin_url: format!("{base}/arl") }
     }
@@ -105,6 +120,10 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        let _ = pg_cmd(&self.bin, "pg_ctl").arg("-D").arg(self.dir.path().join("data")).args(["-m", "immediate", "-w", "stop"]).output();
+        let _ = pg_cmd(&self.bin, "pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
     }
 }

@@ -113,7 +113,13 @@ pub fn write_model_dir(dir: &Path, template: &str) {
     std::fs::create_dir_all(dir).expect("mkdir");
     let tok = arl_chat::tokenizer_build::byte_level_bpe_json(
         &[],
-        &[(256, "<|endoftext|>", true), (257, "<|im_start|>", true), (258, "<|im_end|>", true), (259, "<tool_call>", false), (260, "</tool_call>", false)],
+        &[
+            (256, "<|endoftext|>", true),
+            (257, "<|im_start|>", true),
+            (258, "<|im_end|>", true),
+            (259, "<tool_call>", false),
+            (260, "</tool_call>", false),
+        ],
     );
     std::fs::write(dir.join("tokenizer.json"), serde_json::to_string(&tok).unwrap()).expect("write tokenizer.json");
     let cfg = json!({
@@ -122,7 +128,8 @@ pub fn write_model_dir(dir: &Path, template: &str) {
         "model_max_length": 32768, "clean_up_tokenization_spaces": false,
         "chat_template": template
     });
-    std::fs::write(dir.join("tokenizer_config.json"), serde_json::to_string_pretty(&cfg).unwrap()).expect("write config");
+    std::fs::write(dir.join("tokenizer_config.json"), serde_json::to_string_pretty(&cfg).unwrap())
+        .expect("write config");
 }
 
 pub fn calc_call(expr: &str) -> String {
@@ -138,12 +145,20 @@ pub fn script(name: &str, turn: usize) -> Option<String> {
     let turns: Vec<String> = match name {
         "plain" => vec!["Hello there.".into()],
         "calc" => vec![format!("I will compute.\n{}", calc_call("347*29")), "The answer is 10063.".into()],
-        "malformed" => vec!["<tool_call>\n{\"name\": \"calculator\", \"arguments\": {oops}}\n</tool_call>".into(), "Sorry.".into()],
+        "malformed" => {
+            vec!["<tool_call>\n{\"name\": \"calculator\", \"arguments\": {oops}}\n</tool_call>".into(), "Sorry.".into()]
+        }
         "two" => vec![format!("{}\n{}", calc_call("2**10"), calc_call("7 // -2")), "1024 and -4.".into()],
         "loop" => vec![calc_call("1+1"); 50],
         "python" => vec![py_call("x = 6*7\nprint(x)"), py_call("print(x + 1)"), "Done: 43.".into()],
-        "echo" => vec!["<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": \"hi\"}}\n</tool_call>".into(), "ok".into()],
-        "mcp" => vec!["<tool_call>\n{\"name\": \"upper\", \"arguments\": {\"text\": \"abc\"}}\n</tool_call>".into(), "ok".into()],
+        "echo" => vec![
+            "<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": \"hi\"}}\n</tool_call>".into(),
+            "ok".into(),
+        ],
+        "mcp" => vec![
+            "<tool_call>\n{\"name\": \"upper\", \"arguments\": {\"text\": \"abc\"}}\n</tool_call>".into(),
+            "ok".into(),
+        ],
         "slow" => return None,
         _ => vec![format!("unknown script {name}")],
     };
@@ -264,7 +279,11 @@ async fn generate(state: &StubState, tok: &tokenizers::Tokenizer, req: Value) ->
         req["input_ids"].as_array().expect("input_ids").iter().map(|x| x.as_u64().expect("id") as u32).collect();
     let max_new = req["sampling_params"]["max_new_tokens"].as_u64().unwrap_or(128) as usize;
     let text = tok.decode(&input, false).expect("decode");
-    let name = text.split("SCRIPT:").nth(1).map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric()).collect::<String>()).unwrap_or_default();
+    let name = text
+        .split("SCRIPT:")
+        .nth(1)
+        .map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric()).collect::<String>())
+        .unwrap_or_default();
     let turn = text.matches("<|im_start|>assistant\n").count().saturating_sub(1);
     let delay = state.delay_ms.load(Ordering::Relaxed);
     if delay > 0 {
@@ -280,7 +299,10 @@ async fn generate(state: &StubState, tok: &tokenizers::Tokenizer, req: Value) ->
             let n = Arc::new(tokio::sync::Notify::new());
             state.waiters.lock().unwrap().insert(rid.clone(), n.clone());
             let _ = tokio::time::timeout(Duration::from_secs(30), n.notified()).await;
-            (tok.encode("partial", false).expect("encode").get_ids().to_vec(), json!({"type": "abort", "message": "Abort request"}))
+            (
+                tok.encode("partial", false).expect("encode").get_ids().to_vec(),
+                json!({"type": "abort", "message": "Abort request"}),
+            )
         }
     };
     if out.len() > max_new {
@@ -302,6 +324,8 @@ pub fn prompts_jsonl(scripts: &[&str]) -> String {
     scripts
         .iter()
         .enumerate()
-        .map(|(i, s)| json!({"id": format!("p{i}"), "prompt": format!("Task {i}. SCRIPT:{s}"), "label": "x"}).to_string() + "\n")
+        .map(|(i, s)| {
+            json!({"id": format!("p{i}"), "prompt": format!("Task {i}. SCRIPT:{s}"), "label": "x"}).to_string() + "\n"
+        })
         .collect()
 }

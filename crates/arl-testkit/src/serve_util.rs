@@ -2,9 +2,9 @@
 //! killed on drop ([`Daemon`]), a byte-level tokenizer for test-double model directories,
 //! and small HTTP calls.
 #![allow(dead_code)]
+use crate::daemon::Daemon;
 use serde_json::{json, Value};
 use std::path::Path;
-use crate::daemon::Daemon;
 use std::process::Command;
 use std::time::Duration;
 

@@ -21,7 +21,8 @@ pub fn record(i: usize, response: &str) -> (Value, usize) {
     let n = resp.len();
     let mut tokens = prompt.clone();
     tokens.extend(resp);
-    let r = json!({"prompt_id": format!("p{i}"), "tokens": tokens, "prompt_len": prompt.len(), "loss_mask": vec![1; n]});
+    let r =
+        json!({"prompt_id": format!("p{i}"), "tokens": tokens, "prompt_len": prompt.len(), "loss_mask": vec![1; n]});
     (r, n)
 }
 

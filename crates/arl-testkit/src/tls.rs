@@ -14,7 +14,8 @@ pub struct Tls {
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
-    let o = Command::new("openssl").args(args).current_dir(dir).output().expect("run `openssl` (scripts/setup.sh --tests)");
+    let o =
+        Command::new("openssl").args(args).current_dir(dir).output().expect("run `openssl` (scripts/setup.sh --tests)");
     assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -23,7 +24,8 @@ impl Tls {
         let dir = crate::common::tmpdir();
         let d = dir.path();
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-        let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=arl test CA", "-keyout", "ca.key", "-out", "ca.pem"];
+        let mut ca =
+            vec!["req", "-x509", "-days", "2", "-subj", "/CN=arl test CA", "-keyout", "ca.key", "-out", "ca.pem"];
         ca.extend(ec);
         openssl(d, &ca);
         let mut csr = vec!["req", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr"];
@@ -36,10 +38,22 @@ impl Tls {
         .expect("write");
         openssl(
             d,
-            &["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2"]
-                .into_iter()
-                .chain(["-extfile", "ext.cnf", "-out", "server.pem"])
-                .collect::<Vec<_>>(),
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+            ]
+            .into_iter()
+            .chain(["-extfile", "ext.cnf", "-out", "server.pem"])
+            .collect::<Vec<_>>(),
         );
         Tls { dir }
     }

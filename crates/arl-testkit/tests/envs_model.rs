@@ -30,7 +30,8 @@ fn check(recs: &[Value], tool: &str, n: usize) {
                 assert_eq!(lp.as_f64(), Some(0.0));
             }
         }
-        let prompt: String = toks[..pl].iter().map(|t| t.as_u64().unwrap()).filter(|t| *t < 128).map(|t| t as u8 as char).collect();
+        let prompt: String =
+            toks[..pl].iter().map(|t| t.as_u64().unwrap()).filter(|t| *t < 128).map(|t| t as u8 as char).collect();
         assert!(prompt.contains(&format!("\"name\": \"{tool}\"")), "tool `{tool}` not offered in {prompt}");
         let reward = r["reward"].as_f64().expect("reward");
         assert!(reward == 0.0 || reward == 1.0);
@@ -49,7 +50,21 @@ fn sql_and_api_environments_on_the_tiny_model() {
 
     // SQL.
     run_in(p, "arl-tasks", &["sql", "-n", "2", "--difficulty", "3", "-o", "sql.jsonl"], b"").ok();
-    let common_args = ["-q", "--endpoint", &server.url, "--tokenizer", "m", "-n", "2", "--max-turns", "2", "--max-response-len", "24", "--temperature", "1.0"];
+    let common_args = [
+        "-q",
+        "--endpoint",
+        &server.url,
+        "--tokenizer",
+        "m",
+        "-n",
+        "2",
+        "--max-turns",
+        "2",
+        "--max-response-len",
+        "24",
+        "--temperature",
+        "1.0",
+    ];
     let mut args: Vec<&str> = common_args.to_vec();
     args.extend(["-i", "sql.jsonl", "--tools", "sql", "-o", "sql-roll.jsonl"]);
     run_in(p, "arl-rollout", &args, b"").ok();
@@ -63,6 +78,12 @@ fn sql_and_api_environments_on_the_tiny_model() {
     let mut args: Vec<&str> = common_args.to_vec();
     args.extend(["-i", "api.jsonl", "--openapi", &spec, "-o", "api-roll.jsonl"]);
     run_in(p, "arl-rollout", &args, b"").ok();
-    run_in(p, "arl-reward", &["-q", "--rm", "api", "--openapi", &spec, "-i", "api-roll.jsonl", "-o", "api-scored.jsonl"], b"").ok();
+    run_in(
+        p,
+        "arl-reward",
+        &["-q", "--rm", "api", "--openapi", &spec, "-i", "api-roll.jsonl", "-o", "api-scored.jsonl"],
+        b"",
+    )
+    .ok();
     check(&jsonl(&std::fs::read(p.join("api-scored.jsonl")).unwrap()), "create_order", 4);
 }

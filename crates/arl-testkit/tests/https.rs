@@ -38,7 +38,10 @@ fn remote_reward_over_https_trusts_the_given_authority_only() {
     let ca = tls.ca();
     let ca = ca.to_str().unwrap();
     let d = common::tmpdir();
-    let recs = [json!({"prompt": "q", "response": "it is blue", "label": "blue"}), json!({"prompt": "q", "response": "red", "label": "blue"})];
+    let recs = [
+        json!({"prompt": "q", "response": "it is blue", "label": "blue"}),
+        json!({"prompt": "q", "response": "red", "label": "blue"}),
+    ];
     let args = ["-q", "--rm", "remote", "--url", url.as_str(), "--retries", "1"];
     let out = run_in_env(d.path(), "arl-reward", &args, &to_jsonl(&recs), &[("SSL_CERT_FILE", ca)]).ok();
     let got: Vec<f64> = jsonl(&out.stdout).iter().map(|r| r["reward"].as_f64().unwrap()).collect();
@@ -63,7 +66,12 @@ fn model_judge_and_openapi_tools_over_https() {
     serve_util::scripted_model_dir(&model);
     let script = json!({"when": "[Answer A]\nalpha\n\n[Answer B]\nbeta", "completion": "Answer B is better. [[B]]"});
     std::fs::write(p.join("judge.jsonl"), to_jsonl(&[script])).unwrap();
-    let judge = serve_util::Server::start(&["--model-path", model.to_str().unwrap(), "--scripted", p.join("judge.jsonl").to_str().unwrap()]);
+    let judge = serve_util::Server::start(&[
+        "--model-path",
+        model.to_str().unwrap(),
+        "--scripted",
+        p.join("judge.jsonl").to_str().unwrap(),
+    ]);
     let (_judge_tls, judge_url) = tls.proxy(port_of(&judge.url));
     let recs: Vec<Value> = ["alpha", "beta"]
         .iter()
@@ -85,7 +93,14 @@ fn model_judge_and_openapi_tools_over_https() {
     spec["servers"][0]["url"] = json!(env_url);
     std::fs::write(p.join("spec.json"), spec.to_string()).unwrap();
     let tasks = common::run("arl-tasks", &["api", "-n", "4", "--seed", "3", "--with-solutions", "-q"], b"").ok();
-    let scored = run_in_env(p, "arl-reward", &["-q", "--rm", "api", "--openapi", "spec.json"], &tasks.stdout, &[("SSL_CERT_FILE", ca)]).ok();
+    let scored = run_in_env(
+        p,
+        "arl-reward",
+        &["-q", "--rm", "api", "--openapi", "spec.json"],
+        &tasks.stdout,
+        &[("SSL_CERT_FILE", ca)],
+    )
+    .ok();
     for r in jsonl(&scored.stdout) {
         assert_eq!(r["reward"], 1.0, "{}", r["reward_detail"]);
         assert_eq!(r["reward_detail"]["call_errors"], 0, "{}", r["reward_detail"]);

@@ -13,8 +13,13 @@ use std::process::Command;
 fn make_model(p: &Path) {
     let cfg = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/golden/tiny.json");
     run_in(p, "arl-train", &["make-tokenizer", "--template", "compact", "--out", "tok"], b"").ok();
-    run_in(p, "arl-train", &["init", "--config", cfg.to_str().unwrap(), "--tokenizer", "tok", "--out", "model", "--seed", "4"], b"")
-        .ok();
+    run_in(
+        p,
+        "arl-train",
+        &["init", "--config", cfg.to_str().unwrap(), "--tokenizer", "tok", "--out", "model", "--seed", "4"],
+        b"",
+    )
+    .ok();
     run_in(p, "arl-tasks", &["arith", "-n", "64", "--difficulty", "3", "--seed", "9", "-o", "prompts.jsonl"], b"").ok();
 }
 
@@ -44,7 +49,8 @@ fn lines(f: &Path) -> Vec<serde_json::Value> {
 }
 
 fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
 }
@@ -88,8 +94,12 @@ fn sync_loop_runs_resumes_and_replays_bit_for_bit() {
         r["advantages"] = serde_json::json!(vec![1.0; n]);
     }
     std::fs::write(&batch, recs.iter().map(|r| r.to_string() + "\n").collect::<String>()).unwrap();
-    let r: common::Run =
-        Command::new("bash").arg(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/replay.sh")).args([run.to_str().unwrap(), "2"]).output().unwrap().into();
+    let r: common::Run = Command::new("bash")
+        .arg(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/replay.sh"))
+        .args([run.to_str().unwrap(), "2"])
+        .output()
+        .unwrap()
+        .into();
     assert_eq!(r.code, 1, "a different batch must not reproduce the checkpoint: {}", r.stdout_str());
 }
 
@@ -101,7 +111,11 @@ fn async_loop_trains_every_batch_once_across_a_crash() {
     let run = p.join("run");
     let run_s = run.to_str().unwrap().to_string();
     let go = |steps: &str| {
-        script(p, "loop-async.sh", &[("RUN", &run_s), ("STEPS", steps), ("PORT", "30142"), ("MAX_STALENESS", "1"), ("MAX_AHEAD", "1")])
+        script(
+            p,
+            "loop-async.sh",
+            &[("RUN", &run_s), ("STEPS", steps), ("PORT", "30142"), ("MAX_STALENESS", "1"), ("MAX_AHEAD", "1")],
+        )
     };
     let r = go("2");
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -127,7 +141,8 @@ fn async_loop_trains_every_batch_once_across_a_crash() {
     }
     assert!(done.iter().any(|n| n.ends_with(&claimed_name)), "the claimed batch went to step 3: {done:?}");
     // Every batch number at most once: none used twice.
-    let mut batches: Vec<&str> = done.iter().map(|n| n.rsplit_once('.').unwrap().0.rsplit('.').next().unwrap()).collect();
+    let mut batches: Vec<&str> =
+        done.iter().map(|n| n.rsplit_once('.').unwrap().0.rsplit('.').next().unwrap()).collect();
     let n = batches.len();
     batches.sort();
     batches.dedup();
@@ -224,7 +239,11 @@ fn sync_loop_runs_ppo_with_a_learned_critic() {
         .unwrap()
         .into();
     assert_eq!(r.code, 0, "replay: {}\n{}", r.stdout_str(), r.stderr);
-    assert_eq!(std::fs::read(run.join("critic/step-2/model.safetensors")).unwrap(), critic2, "replay left the critic alone");
+    assert_eq!(
+        std::fs::read(run.join("critic/step-2/model.safetensors")).unwrap(),
+        critic2,
+        "replay left the critic alone"
+    );
     // The asynchronous loop says it does not do this.
     let r = script(p, "loop-async.sh", &[("RUN", run.to_str().unwrap()), ("STEPS", "3"), ("ESTIMATOR", "gae")]);
     assert_eq!(r.code, 2, "{}", r.stderr);

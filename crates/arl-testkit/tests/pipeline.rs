@@ -48,7 +48,8 @@ fn three_steps_of_the_loop_against_arl_serve() {
     let p = d.path();
     let cfg = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/golden/tiny.json");
     run_in(p, "arl-train", &["make-tokenizer", "--template", "compact", "--out", "tok"], b"").ok();
-    run_in(p, "arl-train", &["init", "--config", s(&cfg), "--tokenizer", "tok", "--out", "step-0", "--seed", "3"], b"").ok();
+    run_in(p, "arl-train", &["init", "--config", s(&cfg), "--tokenizer", "tok", "--out", "step-0", "--seed", "3"], b"")
+        .ok();
     run_in(p, "arl-tasks", &["arith", "-n", "12", "--difficulty", "3", "--seed", "5", "-o", "prompts.jsonl"], b"").ok();
 
     let server = Server::start(&["--model-path", s(&p.join("step-0")), "--weight-version", "0"]);
@@ -63,9 +64,29 @@ fn three_steps_of_the_loop_against_arl_serve() {
             p,
             "arl-rollout",
             &[
-                "-q", "-i", "prompts.jsonl", "--batch-size", "4", "--step", &(step - 1).to_string(), "--endpoint", &server.url,
-                "--tokenizer", &prev, "-n", "4", "--tools", "calculator", "--max-turns", "2", "--max-response-len", "48",
-                "--temperature", "1.0", "-o", "rollouts.jsonl",
+                "-q",
+                "-i",
+                "prompts.jsonl",
+                "--batch-size",
+                "4",
+                "--step",
+                &(step - 1).to_string(),
+                "--endpoint",
+                &server.url,
+                "--tokenizer",
+                &prev,
+                "-n",
+                "4",
+                "--tools",
+                "calculator",
+                "--max-turns",
+                "2",
+                "--max-response-len",
+                "48",
+                "--temperature",
+                "1.0",
+                "-o",
+                "rollouts.jsonl",
             ],
             b"",
         )
@@ -76,7 +97,13 @@ fn three_steps_of_the_loop_against_arl_serve() {
 
         // The server sampled with the weights of `prev`: its log-probs are the
         // trainer's log-probs of the same tokens under that checkpoint.
-        run_in(p, "arl-train", &["logprobs", "--model", &prev, "-i", "rollouts.jsonl", "-o", "scored-ref.jsonl", "-q"], b"").ok();
+        run_in(
+            p,
+            "arl-train",
+            &["logprobs", "--model", &prev, "-i", "rollouts.jsonl", "-o", "scored-ref.jsonl", "-q"],
+            b"",
+        )
+        .ok();
         let with_ref = jsonl(&std::fs::read(p.join("scored-ref.jsonl")).unwrap());
         let mut compared = 0;
         for r in &with_ref {
@@ -94,16 +121,41 @@ fn three_steps_of_the_loop_against_arl_serve() {
         assert!(compared > 50, "{compared} tokens compared");
 
         run_in(p, "arl-reward", &["-q", "--rm", "auto", "-i", "rollouts.jsonl", "-o", "scored.jsonl"], b"").ok();
-        run_in(p, "arl-filter", &["-q", "--drop-status", "aborted,failed", "-i", "scored.jsonl", "-o", "kept.jsonl"], b"").ok();
-        run_in(p, "arl-advantage", &["-q", "--estimator", "grpo", "--group-size", "4", "-i", "kept.jsonl", "-o", "batch.parquet"], b"")
-            .ok();
+        run_in(
+            p,
+            "arl-filter",
+            &["-q", "--drop-status", "aborted,failed", "-i", "scored.jsonl", "-o", "kept.jsonl"],
+            b"",
+        )
+        .ok();
+        run_in(
+            p,
+            "arl-advantage",
+            &["-q", "--estimator", "grpo", "--group-size", "4", "-i", "kept.jsonl", "-o", "batch.parquet"],
+            b"",
+        )
+        .ok();
         let batch = run_in(p, "arl-inspect", &["convert", "-i", "batch.parquet", "-q"], b"").ok();
         check_batch(&jsonl(&batch.stdout), step - 1);
 
         run_in(
             p,
             "arl-train",
-            &["-q", "--model", &prev, "--save", &next, "-i", "batch.parquet", "--lr", "1e-3", "--seed", "1", "--metrics", "m.jsonl"],
+            &[
+                "-q",
+                "--model",
+                &prev,
+                "--save",
+                &next,
+                "-i",
+                "batch.parquet",
+                "--lr",
+                "1e-3",
+                "--seed",
+                "1",
+                "--metrics",
+                "m.jsonl",
+            ],
             b"",
         )
         .ok();
@@ -115,7 +167,12 @@ fn three_steps_of_the_loop_against_arl_serve() {
             assert_eq!(mode, 0o644, "{f}");
         }
         assert_eq!(std::fs::metadata(p.join(&next)).unwrap().permissions().mode() & 0o777, 0o755);
-        let sync = run_in(p, "arl-sync", &["--checkpoint", &next, "--endpoint", &server.url, "--weight-version", &step.to_string()], b"");
+        let sync = run_in(
+            p,
+            "arl-sync",
+            &["--checkpoint", &next, "--endpoint", &server.url, "--weight-version", &step.to_string()],
+            b"",
+        );
         let sync = sync.ok();
         drop(sync);
         let (_, info) = server.get("/get_model_info");

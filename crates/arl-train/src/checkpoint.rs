@@ -9,8 +9,8 @@
 use super::config::Schedule;
 use super::optim::AdamW;
 use super::Sample;
-use arl_model::{Model, SaveOptions};
 use anyhow::{Context, Result};
+use arl_model::{Model, SaveOptions};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

@@ -21,8 +21,8 @@ use super::optim::{AdamW, AdamWConfig};
 use super::value_loss::{explained_variance, value_loss};
 use super::{pack, Sample};
 use crate::config::{CriticConfig, ScoreConfig, TOOL};
-use arl_model::{Model, ModelConfig, SaveOptions};
 use anyhow::{Context, Result};
+use arl_model::{Model, ModelConfig, SaveOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use tch::nn::Init;
@@ -118,7 +118,9 @@ impl Critic {
 /// when values are clipped. `Err` names the missing field.
 pub fn check_sample(s: &Sample, value_clip: Option<f64>) -> Result<(), String> {
     if s.returns.is_none() {
-        return Err("field `returns`: missing; `--train-critic` needs them (run `arl-advantage --estimator gae`)".into());
+        return Err(
+            "field `returns`: missing; `--train-critic` needs them (run `arl-advantage --estimator gae`)".into()
+        );
     }
     if s.values.is_none() && value_clip.is_some() {
         return Err(
@@ -255,5 +257,10 @@ pub fn values(a: &ScoreConfig) -> Result<std::process::ExitCode> {
     let device = a.device.resolve(None)?;
     super::run::set_threads(a.threads);
     let critic = Critic::load(&a.model, device, Kind::Float)?;
-    super::run::annotate(&a.input, &a.output, |refs| critic.score(refs, a.max_tokens_per_micro_batch), |r, v| r.values = Some(v))
+    super::run::annotate(
+        &a.input,
+        &a.output,
+        |refs| critic.score(refs, a.max_tokens_per_micro_batch),
+        |r, v| r.values = Some(v),
+    )
 }

@@ -8,10 +8,10 @@
 mod batch;
 pub mod chat_render;
 pub mod checkpoint;
+pub mod config;
 pub mod critic;
 pub mod loss;
 pub mod optim;
-pub mod config;
 pub mod run;
 mod step;
 pub mod value_loss;

@@ -3,6 +3,7 @@
 //! test tokenizer (`make-tokenizer`), random models (`init`), reference
 //! log-probs (`logprobs`) and PPO critic values (`values`); trains the critic
 //! alongside the policy with `--train-critic`. See `arl_train` and `arl_model`.
+use anyhow::Result;
 use arl_core::args::{InputArgs, OutputArgs};
 use arl_core::cli;
 use arl_core::cli::usage;
@@ -10,7 +11,6 @@ use arl_model::device::DeviceSpec;
 use arl_train::config::{
     CriticConfig, InitConfig, KlType, LossAgg, LossKind, PolicyLoss, Precision, Schedule, ScoreConfig, TrainConfig,
 };
-use anyhow::Result;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;

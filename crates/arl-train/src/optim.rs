@@ -1,8 +1,8 @@
 //! AdamW with state that can be saved and restored (tch's optimizer state is
 //! not reachable from Rust), fp32 master weights for low-precision models,
 //! gradient clipping, and the learning-rate schedule.
-use arl_model::weights;
 use anyhow::{bail, Context, Result};
+use arl_model::weights;
 use std::collections::BTreeMap;
 use std::path::Path;
 use tch::{Kind, Tensor};

@@ -77,7 +77,8 @@ fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, ChatTemplate)>) -> Re
     let msgs =
         r.messages.as_ref().and_then(Value::as_array).ok_or("field `messages`: expected a list of chat messages")?;
     let tools = r.metadata.as_ref().and_then(|m| m.get("tools")).and_then(Value::as_array).map(Vec::as_slice);
-    let rd = super::chat_render::tokenize(renderer, tok, msgs, tools).map_err(|e| format!("field `messages`: {e:#}"))?;
+    let rd =
+        super::chat_render::tokenize(renderer, tok, msgs, tools).map_err(|e| format!("field `messages`: {e:#}"))?;
     let first = rd.trained.iter().position(|&x| x).ok_or("field `messages`: no assistant tokens")?.max(1);
     Ok(Sample {
         tokens: rd.ids.iter().map(|&t| i64::from(t)).collect(),
@@ -442,9 +443,12 @@ pub fn logprobs(a: &ScoreConfig) -> Result<ExitCode> {
     let device = a.device.resolve(None)?;
     set_threads(a.threads);
     let model = Model::load(&a.model, device, Kind::Float)?;
-    annotate(&a.input, &a.output, |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature), |r, lp| {
-        r.ref_log_probs = Some(lp)
-    })
+    annotate(
+        &a.input,
+        &a.output,
+        |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature),
+        |r, lp| r.ref_log_probs = Some(lp),
+    )
 }
 
 /// The streaming body of `arl-train logprobs` and `arl-train values`: reads

@@ -231,7 +231,13 @@ fn micro_batch_loss(
 
 /// The RL token losses [B, T−1]: PPO or GSPO on the old policy's log-probs,
 /// weighted by TIS, with the KL penalty; OPSM drops sequences from `mask`.
-fn policy_loss(args: &TrainConfig, batch: &Batch, logp: &Tensor, mask: &mut Tensor, s: &mut StepStats) -> Result<Tensor> {
+fn policy_loss(
+    args: &TrainConfig,
+    batch: &Batch,
+    logp: &Tensor,
+    mask: &mut Tensor,
+    s: &mut StepStats,
+) -> Result<Tensor> {
     let old = batch.old.as_ref().context("old log-probs")?;
     if let Some(delta) = args.opsm_delta {
         let beh = batch.rollout.as_ref().unwrap_or(old);

@@ -128,7 +128,9 @@ mod tests {
         for (a, b) in g.iter().zip(want) {
             assert!((f64::from(*a) - b).abs() < 1e-6, "{g:?}");
         }
-        for (i, (vv, oo, rr)) in [(1.0, 0.5, 0.0), (0.9, 0.5, 2.0), (0.5, 0.5, 1.0), (-0.3, 0.0, 1.0)].into_iter().enumerate() {
+        for (i, (vv, oo, rr)) in
+            [(1.0, 0.5, 0.0), (0.9, 0.5, 2.0), (0.5, 0.5, 1.0), (-0.3, 0.0, 1.0)].into_iter().enumerate()
+        {
             let (s, c) = token_value_loss(vv, oo, rr, Some(0.2));
             assert!((f64::from(l[i]) - s).abs() < 1e-6 && (c == (i == 1)), "token {i}");
         }

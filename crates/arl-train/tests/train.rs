@@ -126,10 +126,21 @@ fn amp_autocasts_matmuls_and_keeps_float32_weights() {
         let save = format!("out-{precision}");
         train(
             t.path(),
-            &["--model", m.to_str().unwrap(), "--loss", "sft", "--epochs", "8", "--lr", "3e-3", "--precision", precision]
-                .into_iter()
-                .chain(["--metrics", &mfile, "--save", &save, "--global-batch-size", "8"])
-                .collect::<Vec<_>>(),
+            &[
+                "--model",
+                m.to_str().unwrap(),
+                "--loss",
+                "sft",
+                "--epochs",
+                "8",
+                "--lr",
+                "3e-3",
+                "--precision",
+                precision,
+            ]
+            .into_iter()
+            .chain(["--metrics", &mfile, "--save", &save, "--global-batch-size", "8"])
+            .collect::<Vec<_>>(),
             &input,
         )
         .ok();
@@ -205,8 +216,23 @@ fn max_steps_then_resume_continues_mid_input_bit_for_bit() {
     let m = tiny();
     let input = records(4, |i| i as f32 - 1.5);
     let plan = [
-        "--loss", "sft", "--lr", "1e-3", "--min-lr", "1e-4", "--lr-schedule", "cosine", "--weight-decay", "0.1",
-        "--epochs", "3", "--global-batch-size", "2", "--shuffle", "--seed", "7",
+        "--loss",
+        "sft",
+        "--lr",
+        "1e-3",
+        "--min-lr",
+        "1e-4",
+        "--lr-schedule",
+        "cosine",
+        "--weight-decay",
+        "0.1",
+        "--epochs",
+        "3",
+        "--global-batch-size",
+        "2",
+        "--shuffle",
+        "--seed",
+        "7",
     ];
     let go = |model: &Path, save: &str, extra: &[&str]| {
         let mut a = vec!["--model", model.to_str().unwrap(), "--save", save];
@@ -215,7 +241,8 @@ fn max_steps_then_resume_continues_mid_input_bit_for_bit() {
         train(t.path(), &a, &input).ok();
     };
     let state = |d: &str| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(t.path().join(d).join("trainer_state/state.json")).unwrap()).unwrap()
+        serde_json::from_str(&std::fs::read_to_string(t.path().join(d).join("trainer_state/state.json")).unwrap())
+            .unwrap()
     };
     let w = |d: &str| std::fs::read(t.path().join(d).join("model.safetensors")).unwrap();
     go(&m, "whole", &[]);
@@ -223,11 +250,17 @@ fn max_steps_then_resume_continues_mid_input_bit_for_bit() {
     assert_eq!(state("whole")["input"]["complete"], true);
     go(&m, "part1", &["--max-steps", "2"]);
     let s1 = state("part1");
-    assert_eq!((s1["step"].clone(), s1["input"]["epoch"].clone(), s1["input"]["batches"].clone()), (json!(2), json!(1), json!(0)));
+    assert_eq!(
+        (s1["step"].clone(), s1["input"]["epoch"].clone(), s1["input"]["batches"].clone()),
+        (json!(2), json!(1), json!(0))
+    );
     assert_eq!(s1["input"]["complete"], false);
     go(&t.path().join("part1"), "part2", &["--resume", "--max-steps", "3"]);
     let s2 = state("part2");
-    assert_eq!((s2["step"].clone(), s2["input"]["epoch"].clone(), s2["input"]["batches"].clone()), (json!(5), json!(2), json!(1)));
+    assert_eq!(
+        (s2["step"].clone(), s2["input"]["epoch"].clone(), s2["input"]["batches"].clone()),
+        (json!(5), json!(2), json!(1))
+    );
     assert_ne!(w("part2"), w("whole"));
     go(&t.path().join("part2"), "part3", &["--resume"]);
     assert_eq!(state("part3")["step"], 6);

@@ -57,8 +57,14 @@ impl Game {
     /// The OpenAI definition of the `move` tool, rendered into the system turn.
     pub fn tool_def(self) -> Value {
         let (desc, arg_desc) = match self {
-            Game::TicTacToe => ("Place your mark on an empty cell of the tic-tac-toe board.", "Cell number 1-9, row by row from the top left"),
-            Game::ConnectFour => ("Drop your piece into a column of the Connect Four board; it falls to the lowest empty cell.", "Column number 1-7, from the left"),
+            Game::TicTacToe => (
+                "Place your mark on an empty cell of the tic-tac-toe board.",
+                "Cell number 1-9, row by row from the top left",
+            ),
+            Game::ConnectFour => (
+                "Drop your piece into a column of the Connect Four board; it falls to the lowest empty cell.",
+                "Column number 1-7, from the left",
+            ),
         };
         crate::tools::function_def(
             "move",
@@ -129,7 +135,11 @@ impl Board {
             }
             Game::ConnectFour => {
                 let c = (m - 1) as usize;
-                (0..rows).rev().map(|r| r * cols + c).find(|&i| self.cells[i] == 0).ok_or_else(|| format!("column {m} is full"))
+                (0..rows)
+                    .rev()
+                    .map(|r| r * cols + c)
+                    .find(|&i| self.cells[i] == 0)
+                    .ok_or_else(|| format!("column {m} is full"))
             }
         }
     }

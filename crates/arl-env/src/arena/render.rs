@@ -37,7 +37,8 @@ pub fn game_section(meta: &serde_json::Map<String, Value>) -> Option<String> {
         for m in op.iter().filter_map(Value::as_i64) {
             let _ = b.play(m);
         }
-        s += &format!("opening {:?}:\n{}", op.iter().filter_map(Value::as_i64).collect::<Vec<_>>(), indent(&b.render()));
+        s +=
+            &format!("opening {:?}:\n{}", op.iter().filter_map(Value::as_i64).collect::<Vec<_>>(), indent(&b.render()));
     }
     for (k, mv) in a.get("moves").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let seat = mv.get("seat").and_then(Value::as_str).unwrap_or("?");
@@ -69,7 +70,10 @@ pub fn tournament_section(detail: &Value) -> Option<String> {
     }
     s.push('\n');
     if let Some(r) = detail.get("ranking").and_then(Value::as_array) {
-        s += &format!("ranking (sample indices, best first): {}\n", r.iter().map(Value::to_string).collect::<Vec<_>>().join(" > "));
+        s += &format!(
+            "ranking (sample indices, best first): {}\n",
+            r.iter().map(Value::to_string).collect::<Vec<_>>().join(" > ")
+        );
     }
     for m in detail.get("matches").and_then(Value::as_array).into_iter().flatten() {
         let a = m.get("a").map_or("?".into(), Value::to_string);

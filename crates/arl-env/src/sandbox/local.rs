@@ -98,7 +98,10 @@ pub(crate) struct Scratch {
 
 impl Scratch {
     pub(crate) fn new(cfg: &LocalConfig) -> Result<Scratch> {
-        let dir = tempfile::Builder::new().prefix("arl-sandbox-").tempdir().context("creating the sandbox scratch directory")?;
+        let dir = tempfile::Builder::new()
+            .prefix("arl-sandbox-")
+            .tempdir()
+            .context("creating the sandbox scratch directory")?;
         let uid = if is_root() { Some(sandbox_uid(cfg.uid_base)) } else { None };
         if let Some(u) = uid {
             std::os::unix::fs::chown(dir.path(), Some(u), Some(u)).context("chown of the scratch directory")?;
@@ -124,7 +127,14 @@ pub(crate) fn command(cfg: &LocalConfig, scratch: &Scratch, limits: &Limits, arg
     match iso {
         Isolation::Bwrap => {
             c = Command::new("bwrap");
-            c.args(["--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]);
+            c.args([
+                "--die-with-parent",
+                "--new-session",
+                "--unshare-ipc",
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-uts",
+            ]);
             c.arg("--unshare-cgroup-try");
             if !is_root() {
                 c.arg("--unshare-user");
@@ -146,7 +156,17 @@ pub(crate) fn command(cfg: &LocalConfig, scratch: &Scratch, limits: &Limits, arg
             c.args(["--chdir", SCRATCH, "--remount-ro", "/", "--"]);
             if let Some(u) = scratch.uid {
                 let u = u.to_string();
-                c.args(["/usr/bin/setpriv", "--reuid", &u, "--regid", &u, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]);
+                c.args([
+                    "/usr/bin/setpriv",
+                    "--reuid",
+                    &u,
+                    "--regid",
+                    &u,
+                    "--clear-groups",
+                    "--inh-caps=-all",
+                    "--bounding-set=-all",
+                    "--",
+                ]);
             }
             c.args(argv);
         }
@@ -254,7 +274,8 @@ fn reader(mut r: impl Read + Send + 'static, cap: usize) -> std::thread::JoinHan
 pub(crate) fn execute(mut c: Command, stdin: Option<&str>, timeout: Duration, cap: usize) -> Result<Exec> {
     c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = c.spawn().context("starting the sandbox (is bubblewrap installed? `scripts/setup.sh` installs it)")?;
+    let mut child =
+        c.spawn().context("starting the sandbox (is bubblewrap installed? `scripts/setup.sh` installs it)")?;
     let pid = child.id() as i32;
     let out = reader(child.stdout.take().ok_or_else(|| anyhow!("no stdout pipe"))?, cap);
     let err = reader(child.stderr.take().ok_or_else(|| anyhow!("no stderr pipe"))?, cap);

@@ -244,7 +244,12 @@ impl Sandbox {
     pub fn new(backend: Backend, limits: Limits, concurrency: usize) -> Sandbox {
         let c = concurrency.max(1);
         Sandbox {
-            inner: Arc::new(Inner { backend, limits, sem: Semaphore { free: Mutex::new(c), cv: Condvar::new() }, concurrency: c }),
+            inner: Arc::new(Inner {
+                backend,
+                limits,
+                sem: Semaphore { free: Mutex::new(c), cv: Condvar::new() },
+                concurrency: c,
+            }),
         }
     }
 

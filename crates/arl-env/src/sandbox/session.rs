@@ -152,7 +152,9 @@ impl Session {
         if self.proc.is_none() {
             if self.calls > 0 {
                 self.restarts += 1;
-                note = "[sandbox: the previous interpreter ended; this is a fresh session, earlier variables are gone]\n".into();
+                note =
+                    "[sandbox: the previous interpreter ended; this is a fresh session, earlier variables are gone]\n"
+                        .into();
             }
             self.start()?;
         }
@@ -176,7 +178,16 @@ impl Session {
                     _ if truncated => Outcome::OutputTruncated,
                     _ => Outcome::Ok,
                 };
-                Ok(RunResult { outcome, exit_code, signal: None, stdout: s("stdout"), stderr: note + &s("stderr"), truncated, wall_s, compile_output: None })
+                Ok(RunResult {
+                    outcome,
+                    exit_code,
+                    signal: None,
+                    stdout: s("stdout"),
+                    stderr: note + &s("stderr"),
+                    truncated,
+                    wall_s,
+                    compile_output: None,
+                })
             }
             Some(Err(crossbeam_channel::RecvTimeoutError::Timeout)) => {
                 let p = self.proc.take().ok_or_else(|| anyhow!("session vanished"))?;
@@ -186,7 +197,10 @@ impl Session {
                     exit_code: None,
                     signal: Some(libc::SIGKILL),
                     stdout: String::new(),
-                    stderr: format!("{note}[sandbox: the cell ran past {:.1}s; the interpreter was killed and its state is lost]", timeout.as_secs_f64()),
+                    stderr: format!(
+                        "{note}[sandbox: the cell ran past {:.1}s; the interpreter was killed and its state is lost]",
+                        timeout.as_secs_f64()
+                    ),
                     truncated: false,
                     wall_s,
                     compile_output: None,

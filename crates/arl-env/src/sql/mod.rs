@@ -37,7 +37,9 @@ impl Backend {
     pub fn from_url(url: Option<&str>) -> anyhow::Result<Backend> {
         match url {
             None => Ok(Backend::Sqlite),
-            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => Ok(Backend::Postgres(u.to_string())),
+            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
+                Ok(Backend::Postgres(u.to_string()))
+            }
             Some(u) if u == "sqlite" || u == "sqlite::memory:" => Ok(Backend::Sqlite),
             Some(u) => anyhow::bail!("`{u}`: expected postgres://USER@HOST:PORT/DB (or `sqlite`)"),
         }
@@ -220,7 +222,9 @@ const SQLITE_MAX_VALUE: i32 = 1_000_000;
 fn authorize(writable: bool, ctx: AuthContext<'_>) -> Authorization {
     use AuthAction as A;
     match ctx.action {
-        A::Attach { .. } | A::Detach { .. } | A::Pragma { .. } | A::CreateVtable { .. } | A::DropVtable { .. } => Authorization::Deny,
+        A::Attach { .. } | A::Detach { .. } | A::Pragma { .. } | A::CreateVtable { .. } | A::DropVtable { .. } => {
+            Authorization::Deny
+        }
         A::Function { function_name } if function_name.eq_ignore_ascii_case("load_extension") => Authorization::Deny,
         A::Insert { .. } | A::Update { .. } | A::Delete { .. } if writable => Authorization::Allow,
         A::Insert { .. }
@@ -310,7 +314,9 @@ impl SqliteDb {
                     V::Integer(x) => Cell::Int(x),
                     V::Real(x) => Cell::Real(x),
                     V::Text(b) => Cell::Text(String::from_utf8_lossy(b).into_owned()),
-                    V::Blob(b) => Cell::Text(format!("x'{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>())),
+                    V::Blob(b) => {
+                        Cell::Text(format!("x'{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()))
+                    }
                 });
             }
             t.rows.push(r);
@@ -339,7 +345,10 @@ pub fn orders(sql: &str) -> bool {
             depth += 1;
         } else if c == b')' {
             depth -= 1;
-        } else if depth == 0 && up[i..].starts_with("ORDER") && (i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'_') {
+        } else if depth == 0
+            && up[i..].starts_with("ORDER")
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'_')
+        {
             let rest = up[i + 5..].trim_start();
             if rest.starts_with("BY") {
                 return true;
@@ -368,14 +377,20 @@ pub fn compare(got: &Table, gold: &Table, ordered: bool) -> Option<String> {
         return None;
     }
     let show = |r: &[String]| -> String {
-        r.iter().map(|k| k.strip_prefix("t:").or_else(|| k.strip_prefix("n:")).unwrap_or(k).to_string()).collect::<Vec<_>>().join(" | ")
+        r.iter()
+            .map(|k| k.strip_prefix("t:").or_else(|| k.strip_prefix("n:")).unwrap_or(k).to_string())
+            .collect::<Vec<_>>()
+            .join(" | ")
     };
     if ordered {
         let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(0);
         a.sort();
         b.sort();
         if a == b {
-            return Some(format!("the right rows in the wrong order (the gold query orders; first difference at row {})", first + 1));
+            return Some(format!(
+                "the right rows in the wrong order (the gold query orders; first difference at row {})",
+                first + 1
+            ));
         }
     } else {
         a.sort();

@@ -36,7 +36,8 @@ fn pg_err(e: postgres::Error) -> String {
 }
 
 fn random_hex() -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     static CTR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let c = CTR.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let a = arl_core::rng::mix(&[t, std::process::id() as u64, c]);
@@ -85,7 +86,8 @@ impl PgDb {
              SET LOCAL search_path = {name};"
         ))
         .map_err(|e| QueryError::Env(format!("creating the episode schema: {}", pg_err(e))))?;
-        tx.batch_execute(&task.setup).map_err(|e| QueryError::Env(format!("the task's setup script failed: {}", pg_err(e))))?;
+        tx.batch_execute(&task.setup)
+            .map_err(|e| QueryError::Env(format!("the task's setup script failed: {}", pg_err(e))))?;
         tx.batch_execute(&format!(
             "GRANT USAGE ON SCHEMA {name} TO {name};
              GRANT {grants} ON ALL TABLES IN SCHEMA {name} TO {name};"
@@ -100,13 +102,17 @@ impl PgDb {
         let ms = self.limits.timeout.as_millis().max(1);
         cfg.user(&self.name).password(&self.password).connect_timeout(Duration::from_secs(10));
         cfg.options(&format!("-c statement_timeout={ms} -c search_path={}", self.name));
-        let mut c = cfg.connect(NoTls).map_err(|e| QueryError::Env(format!("cannot connect as the episode role: {}", pg_err(e))))?;
+        let mut c = cfg
+            .connect(NoTls)
+            .map_err(|e| QueryError::Env(format!("cannot connect as the episode role: {}", pg_err(e))))?;
         // The watchdog: cancel on the server at the time limit, whatever the session set.
         let token = c.cancel_token();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let timeout = self.limits.timeout;
         let dog = std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(timeout + Duration::from_millis(200)) {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                rx.recv_timeout(timeout + Duration::from_millis(200))
+            {
                 let _ = token.cancel_query(NoTls);
             }
         });
@@ -122,7 +128,9 @@ fn classify(e: postgres::Error, timeout: Duration) -> QueryError {
     match e.code().map(|c| c.code()) {
         Some("57014") => QueryError::Timeout(timeout),
         // insufficient_privilege, read_only_sql_transaction
-        Some("42501") | Some("25006") => QueryError::Denied(format!("{msg} (the episode role may only read its own schema)")),
+        Some("42501") | Some("25006") => {
+            QueryError::Denied(format!("{msg} (the episode role may only read its own schema)"))
+        }
         _ => QueryError::Sql(msg),
     }
 }

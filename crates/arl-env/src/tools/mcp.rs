@@ -118,7 +118,8 @@ impl McpClient {
         let tools = r.get("tools").and_then(Value::as_array).ok_or_else(|| anyhow!("`tools/list`: no `tools` list"))?;
         let mut out = Vec::new();
         for t in tools {
-            let name = t.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("`tools/list`: a tool without `name`"))?;
+            let name =
+                t.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("`tools/list`: a tool without `name`"))?;
             let desc = t.get("description").and_then(Value::as_str).unwrap_or("");
             let params = t.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
             out.push((name.to_string(), super::function_def(name, desc, params)));

@@ -122,7 +122,13 @@ impl Registry {
     }
 
     /// Runs one call. Never fails: errors become the text the model sees.
-    pub async fn call(&self, name: &str, args: &Value, allowed: &[String], state: &tokio::sync::Mutex<EpisodeState>) -> ToolOutput {
+    pub async fn call(
+        &self,
+        name: &str,
+        args: &Value,
+        allowed: &[String],
+        state: &tokio::sync::Mutex<EpisodeState>,
+    ) -> ToolOutput {
         let Some(tool) = self.get(name).filter(|_| allowed.iter().any(|a| a == name)) else {
             return ToolOutput::err(format!("Error: unknown tool `{name}`; available: {}", allowed.join(", ")));
         };

@@ -62,7 +62,9 @@ fn resolve(spec: &Value, v: &Value, depth: u32) -> Result<Value> {
     Ok(match v {
         Value::Object(m) => {
             if let Some(r) = m.get("$ref").and_then(Value::as_str) {
-                let ptr = r.strip_prefix('#').ok_or_else(|| anyhow!("`$ref` `{r}`: only local references (#/…) are supported"))?;
+                let ptr = r
+                    .strip_prefix('#')
+                    .ok_or_else(|| anyhow!("`$ref` `{r}`: only local references (#/…) are supported"))?;
                 let target = spec.pointer(ptr).ok_or_else(|| anyhow!("`$ref` `{r}` points nowhere"))?;
                 return resolve(spec, target, depth + 1);
             }
@@ -123,8 +125,10 @@ impl OpenApi {
         let base = if server.starts_with("http://") || server.starts_with("https://") {
             server.trim_end_matches('/').to_string()
         } else {
-            let u = spec_url.ok_or_else(|| anyhow!("`servers[0].url` must be an absolute URL when the spec is a file"))?;
-            let origin_end = u.find("://").map(|i| i + 3).and_then(|i| u[i..].find('/').map(|j| i + j)).unwrap_or(u.len());
+            let u =
+                spec_url.ok_or_else(|| anyhow!("`servers[0].url` must be an absolute URL when the spec is a file"))?;
+            let origin_end =
+                u.find("://").map(|i| i + 3).and_then(|i| u[i..].find('/').map(|j| i + j)).unwrap_or(u.len());
             format!("{}{}", &u[..origin_end], server.trim_end_matches('/'))
         };
         let paths = spec.get("paths").and_then(Value::as_object).ok_or_else(|| anyhow!("`paths`: missing"))?;
@@ -140,16 +144,30 @@ impl OpenApi {
                     .get("operationId")
                     .and_then(Value::as_str)
                     .ok_or_else(|| anyhow!("{} {path}: no `operationId` (the tool's name)", method.to_uppercase()))?;
-                if !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') || id.is_empty() || id.len() > 64 {
+                if !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                    || id.is_empty()
+                    || id.len() > 64
+                {
                     bail!("`operationId` `{id}`: a tool name needs 1–64 letters, digits, `_` or `-`");
                 }
                 let mut props = Map::new();
                 let mut required = Vec::new();
-                let (mut path_params, mut query_params, mut body_props, mut body_whole) = (vec![], vec![], vec![], false);
-                let params: Vec<Value> = shared_params.as_array().into_iter().flatten().chain(op.get("parameters").and_then(Value::as_array).into_iter().flatten()).cloned().collect();
+                let (mut path_params, mut query_params, mut body_props, mut body_whole) =
+                    (vec![], vec![], vec![], false);
+                let params: Vec<Value> = shared_params
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .chain(op.get("parameters").and_then(Value::as_array).into_iter().flatten())
+                    .cloned()
+                    .collect();
                 for p in params {
                     let p = resolve(spec, &p, 0)?;
-                    let name = p.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("`{id}`: a parameter without `name`"))?.to_string();
+                    let name = p
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| anyhow!("`{id}`: a parameter without `name`"))?
+                        .to_string();
                     let loc = p.get("in").and_then(Value::as_str).unwrap_or("");
                     match loc {
                         "path" => path_params.push(name.clone()),
@@ -177,7 +195,13 @@ impl OpenApi {
                                 props.insert(k.clone(), v.clone());
                                 body_props.push(k.clone());
                             }
-                            for r in body.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                            for r in body
+                                .get("required")
+                                .and_then(Value::as_array)
+                                .into_iter()
+                                .flatten()
+                                .filter_map(Value::as_str)
+                            {
                                 required.push(r.to_string());
                             }
                         }
@@ -190,8 +214,17 @@ impl OpenApi {
                         }
                     }
                 }
-                let desc = op.get("summary").or_else(|| op.get("description")).and_then(Value::as_str).unwrap_or("").to_string();
-                let definition = super::function_def(id, &desc, json!({"type": "object", "properties": props, "required": required}));
+                let desc = op
+                    .get("summary")
+                    .or_else(|| op.get("description"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let definition = super::function_def(
+                    id,
+                    &desc,
+                    json!({"type": "object", "properties": props, "required": required}),
+                );
                 ops.push(Operation {
                     id: id.to_string(),
                     method: method.to_uppercase(),
@@ -210,8 +243,16 @@ impl OpenApi {
         }
         let episodes = match spec.get("x-arl-episodes") {
             Some(e) => Some(EpisodeApi {
-                create: e.get("create").and_then(Value::as_str).ok_or_else(|| anyhow!("`x-arl-episodes.create` missing"))?.to_string(),
-                state: e.get("state").and_then(Value::as_str).ok_or_else(|| anyhow!("`x-arl-episodes.state` missing"))?.to_string(),
+                create: e
+                    .get("create")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| anyhow!("`x-arl-episodes.create` missing"))?
+                    .to_string(),
+                state: e
+                    .get("state")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| anyhow!("`x-arl-episodes.state` missing"))?
+                    .to_string(),
                 header: e.get("header").and_then(Value::as_str).unwrap_or("X-Episode-Id").to_string(),
             }),
             None => None,
@@ -233,10 +274,16 @@ impl OpenApi {
             _ => return Err("the arguments must be a JSON object".into()),
         };
         for k in args.keys() {
-            let known = op.path_params.contains(k) || op.query_params.contains(k) || op.body_props.contains(k) || (op.body_whole && k == "body");
+            let known = op.path_params.contains(k)
+                || op.query_params.contains(k)
+                || op.body_props.contains(k)
+                || (op.body_whole && k == "body");
             if !known {
                 let all: Vec<&String> = op.path_params.iter().chain(&op.query_params).chain(&op.body_props).collect();
-                return Err(format!("`{name}` has no argument `{k}` (it takes: {})", all.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                return Err(format!(
+                    "`{name}` has no argument `{k}` (it takes: {})",
+                    all.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ));
             }
         }
         for r in &op.required {
@@ -255,7 +302,9 @@ impl OpenApi {
         let query: Vec<String> = op
             .query_params
             .iter()
-            .filter_map(|q| args.get(q).filter(|v| !v.is_null()).map(|v| format!("{}={}", encode(q), encode(&scalar_text(v)))))
+            .filter_map(|q| {
+                args.get(q).filter(|v| !v.is_null()).map(|v| format!("{}={}", encode(q), encode(&scalar_text(v))))
+            })
             .collect();
         let mut url = format!("{}{path}", self.base);
         if !query.is_empty() {
@@ -265,7 +314,8 @@ impl OpenApi {
         let body = if op.body_whole {
             args.get("body").cloned()
         } else if !op.body_props.is_empty() {
-            let m: Map<String, Value> = op.body_props.iter().filter_map(|k| args.get(k).map(|v| (k.clone(), v.clone()))).collect();
+            let m: Map<String, Value> =
+                op.body_props.iter().filter_map(|k| args.get(k).map(|v| (k.clone(), v.clone()))).collect();
             Some(Value::Object(m))
         } else {
             None
@@ -332,7 +382,13 @@ impl OpenApiTool {
     }
 
     async fn start(&self, ep: &EpisodeApi, setup: &Value) -> Result<String, String> {
-        let r = self.http.post(self.api.url(&ep.create)).json(&json!({"setup": setup})).send().await.map_err(|e| arl_http::client::why(&e))?;
+        let r = self
+            .http
+            .post(self.api.url(&ep.create))
+            .json(&json!({"setup": setup}))
+            .send()
+            .await
+            .map_err(|e| arl_http::client::why(&e))?;
         let status = r.status();
         let v: Value = r.json().await.map_err(|e| e.to_string())?;
         if !status.is_success() {
@@ -359,7 +415,12 @@ impl BlockingApi {
 
     pub fn start(&self, setup: &Value) -> Result<String, String> {
         let ep = self.episodes()?;
-        let r = self.http.post(self.api.url(&ep.create)).json(&json!({"setup": setup})).send().map_err(|e| arl_http::client::why(&e))?;
+        let r = self
+            .http
+            .post(self.api.url(&ep.create))
+            .json(&json!({"setup": setup}))
+            .send()
+            .map_err(|e| arl_http::client::why(&e))?;
         let status = r.status();
         let v: Value = r.json().map_err(|e| e.to_string())?;
         if !status.is_success() {
@@ -402,7 +463,11 @@ impl BlockingApi {
     pub fn state(&self, episode: &str) -> Result<Option<Value>, String> {
         let ep = self.episodes()?;
         let url = self.api.url(&ep.state.replace("{episode_id}", &encode(episode)));
-        let r = self.http.get(url).send().map_err(|e| format!("the service is unreachable: {}", arl_http::client::why(&e)))?;
+        let r = self
+            .http
+            .get(url)
+            .send()
+            .map_err(|e| format!("the service is unreachable: {}", arl_http::client::why(&e)))?;
         if r.status().as_u16() == 404 {
             return Ok(None);
         }

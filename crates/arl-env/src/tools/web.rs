@@ -23,7 +23,13 @@ pub struct WebTool {
 
 impl WebTool {
     pub fn new(site: &str, launch: LaunchOpts, max_chars: usize, http: reqwest::Client) -> WebTool {
-        WebTool { site: site.trim_end_matches('/').to_string(), launch, max_chars, http, browser: tokio::sync::OnceCell::new() }
+        WebTool {
+            site: site.trim_end_matches('/').to_string(),
+            launch,
+            max_chars,
+            http,
+            browser: tokio::sync::OnceCell::new(),
+        }
     }
 
     async fn browser(&self) -> Result<Arc<Browser>, String> {
@@ -40,7 +46,13 @@ impl WebTool {
     }
 
     async fn start(&self, setup: &Value) -> Result<String, String> {
-        let r = self.http.post(format!("{}/web/episodes", self.site)).json(&json!({"setup": setup})).send().await.map_err(|e| format!("the task site is unreachable: {}", arl_http::client::why(&e)))?;
+        let r = self
+            .http
+            .post(format!("{}/web/episodes", self.site))
+            .json(&json!({"setup": setup}))
+            .send()
+            .await
+            .map_err(|e| format!("the task site is unreachable: {}", arl_http::client::why(&e)))?;
         let status = r.status();
         let v: Value = r.json().await.map_err(|e| e.to_string())?;
         if !status.is_success() {

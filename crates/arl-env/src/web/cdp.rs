@@ -101,15 +101,19 @@ impl Inner {
         }
         let session = v.get("sessionId").and_then(Value::as_str);
         match v.get("method").and_then(Value::as_str) {
-            Some("Page.javascriptDialogOpening") => self.post("Page.handleJavaScriptDialog", json!({"accept": true}), session),
+            Some("Page.javascriptDialogOpening") => {
+                self.post("Page.handleJavaScriptDialog", json!({"accept": true}), session)
+            }
             Some("Page.frameStartedLoading") => {
                 if let Some(s) = session {
-                    self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(s.to_string()).or_default().started += 1;
+                    self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(s.to_string()).or_default().started +=
+                        1;
                 }
             }
             Some("Page.frameStoppedLoading") => {
                 if let Some(s) = session {
-                    self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(s.to_string()).or_default().stopped += 1;
+                    self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(s.to_string()).or_default().stopped +=
+                        1;
                 }
             }
             _ => {}
@@ -210,7 +214,10 @@ fn pipe() -> std::io::Result<(RawFd, RawFd)> {
 
 impl Browser {
     pub fn launch(o: &LaunchOpts) -> Result<Browser, String> {
-        let dir = tempfile::Builder::new().prefix("arl-chromium-").tempdir().map_err(|e| format!("temporary profile: {e}"))?;
+        let dir = tempfile::Builder::new()
+            .prefix("arl-chromium-")
+            .tempdir()
+            .map_err(|e| format!("temporary profile: {e}"))?;
         let refuser = Refuser::start().map_err(|e| format!("starting the refusing proxy: {e}"))?;
         let (to_chrome_r, to_chrome_w) = pipe().map_err(|e| e.to_string())?;
         let (from_chrome_r, from_chrome_w) = pipe().map_err(|e| e.to_string())?;
@@ -318,7 +325,8 @@ impl Browser {
         let b = Browser { inner, child: Mutex::new(child), _refuser: refuser, _dir: dir };
         if let Err(e) = b.inner.call("Browser.getVersion", json!({}), None) {
             let log = std::fs::read_to_string(b._dir.path().join("chromium.log")).unwrap_or_default();
-            let tail: String = log.lines().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            let tail: String =
+                log.lines().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
             return Err(format!("`{}` did not answer on the DevTools pipe: {e}\n{tail}", o.chromium.display()));
         }
         Ok(b)
@@ -334,7 +342,11 @@ impl Browser {
         let ctx = self.inner.call("Target.createBrowserContext", json!({"disposeOnDetach": true}), None)?;
         let context = ctx.get("browserContextId").and_then(Value::as_str).ok_or("no browserContextId")?.to_string();
         let page = (|| {
-            let t = self.inner.call("Target.createTarget", json!({"url": "about:blank", "browserContextId": context}), None)?;
+            let t = self.inner.call(
+                "Target.createTarget",
+                json!({"url": "about:blank", "browserContextId": context}),
+                None,
+            )?;
             let target = t.get("targetId").and_then(Value::as_str).ok_or("no targetId")?.to_string();
             let s = self.inner.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None)?;
             let session = s.get("sessionId").and_then(Value::as_str).ok_or("no sessionId")?.to_string();
@@ -378,9 +390,14 @@ impl Page {
 
     /// Evaluates an expression in the page and returns its value (promises awaited).
     pub fn eval(&self, expr: &str) -> Reply {
-        let r = self.call("Runtime.evaluate", json!({"expression": expr, "returnByValue": true, "awaitPromise": true}))?;
+        let r =
+            self.call("Runtime.evaluate", json!({"expression": expr, "returnByValue": true, "awaitPromise": true}))?;
         if let Some(ex) = r.get("exceptionDetails") {
-            let msg = ex.pointer("/exception/description").and_then(Value::as_str).or_else(|| ex.get("text").and_then(Value::as_str)).unwrap_or("exception");
+            let msg = ex
+                .pointer("/exception/description")
+                .and_then(Value::as_str)
+                .or_else(|| ex.get("text").and_then(Value::as_str))
+                .unwrap_or("exception");
             return Err(format!("script error: {}", msg.lines().next().unwrap_or("")));
         }
         Ok(r.pointer("/result/value").cloned().unwrap_or(Value::Null))
@@ -410,7 +427,10 @@ impl Page {
         std::thread::sleep(Duration::from_millis(60));
         loop {
             let (s, e) = self.loads();
-            if s <= e && self.eval("document.readyState").ok().and_then(|v| v.as_str().map(str::to_string)).as_deref() == Some("complete") {
+            if s <= e
+                && self.eval("document.readyState").ok().and_then(|v| v.as_str().map(str::to_string)).as_deref()
+                    == Some("complete")
+            {
                 return;
             }
             if t0.elapsed() > self.inner.timeout {
@@ -423,7 +443,10 @@ impl Page {
     /// A mouse click (press and release) at a point of the viewport.
     pub fn click_at(&self, x: f64, y: f64) -> Result<(), String> {
         for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
-            self.call("Input.dispatchMouseEvent", json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}))?;
+            self.call(
+                "Input.dispatchMouseEvent",
+                json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
+            )?;
         }
         Ok(())
     }
@@ -435,8 +458,15 @@ impl Page {
 
     /// Presses Enter in the focused element.
     pub fn press_enter(&self) -> Result<(), String> {
-        self.call("Input.dispatchKeyEvent", json!({"type": "keyDown", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}))?;
-        self.call("Input.dispatchKeyEvent", json!({"type": "keyUp", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13})).map(|_| ())
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyDown", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}),
+        )?;
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyUp", "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13}),
+        )
+        .map(|_| ())
     }
 
     /// Goes one entry back in the history; false when there is none.

@@ -48,7 +48,12 @@ pub struct Session {
 fn int_arg(args: &Value, k: &str) -> Result<i64, String> {
     match args.get(k) {
         Some(Value::Number(n)) => n.as_i64().ok_or_else(|| format!("`{k}` must be an integer")),
-        Some(Value::String(s)) => s.trim().trim_start_matches('[').trim_end_matches(']').parse().map_err(|_| format!("`{k}` must be an integer")),
+        Some(Value::String(s)) => s
+            .trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .map_err(|_| format!("`{k}` must be an integer")),
         _ => Err(format!("missing the integer argument `{k}`")),
     }
 }
@@ -80,7 +85,10 @@ impl Session {
             format!("{}{}", self.base, url.trim_start_matches('/'))
         };
         if !full.starts_with(&self.base) && format!("{full}/") != self.base {
-            return Err(format!("only this task's site is reachable: URLs under {} (or paths such as `/search`)", self.base));
+            return Err(format!(
+                "only this task's site is reachable: URLs under {} (or paths such as `/search`)",
+                self.base
+            ));
         }
         if full.split(['/', '?', '#']).any(|s| s == ".." || s == "%2e%2e" || s == "%2E%2E") {
             return Err("`..` is not allowed in URLs".into());
@@ -105,10 +113,18 @@ impl Session {
             v.get("viewport").and_then(Value::as_i64).unwrap_or(0),
         );
         if h > vh && vh > 0 {
-            s += &format!("Scroll: {y}–{} of {h} px{}\n", (y + vh).min(h), if y + vh < h { " (scroll down for more)" } else { "" });
+            s += &format!(
+                "Scroll: {y}–{} of {h} px{}\n",
+                (y + vh).min(h),
+                if y + vh < h { " (scroll down for more)" } else { "" }
+            );
         }
         s += "----\n";
-        let body: Vec<&str> = v.get("lines").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let body: Vec<&str> = v
+            .get("lines")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         let body = body.join("\n");
         let n = body.chars().count();
         if self.max_chars > 0 && n > self.max_chars {
@@ -243,7 +259,8 @@ impl Session {
 /// followed by the page it returned, indented; the last words of the model
 /// at the end. `None` when the response calls no browser tool.
 pub fn render_episode(response: &str) -> Option<String> {
-    let re = regex::Regex::new(r"(?s)<tool_call>\s*(.*?)\s*</tool_call>|<tool_response>\n?(.*?)\n?</tool_response>").expect("static regex");
+    let re = regex::Regex::new(r"(?s)<tool_call>\s*(.*?)\s*</tool_call>|<tool_response>\n?(.*?)\n?</tool_response>")
+        .expect("static regex");
     let mut out = String::new();
     let mut actions = 0;
     let mut end = 0;
@@ -266,7 +283,12 @@ pub fn render_episode(response: &str) -> Option<String> {
     if actions == 0 {
         return None;
     }
-    let rest: String = response[end..].replace("<|im_end|>", "").replace("<|im_start|>assistant", "").replace("<|im_start|>user", "").trim().to_string();
+    let rest: String = response[end..]
+        .replace("<|im_end|>", "")
+        .replace("<|im_start|>assistant", "")
+        .replace("<|im_start|>user", "")
+        .trim()
+        .to_string();
     if !rest.is_empty() {
         out += &format!("final: {rest}\n");
     }

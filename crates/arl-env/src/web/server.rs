@@ -8,13 +8,13 @@
 //!
 //! Episode ids are random; beyond the episode limit the oldest is forgotten.
 use super::site::{self, Resp, State};
+use crate::episodes::{self, Episodes, Shared};
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State as Ax};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use crate::episodes::{self, Episodes, Shared};
 use serde_json::json;
 
 type St = Shared<State>;
@@ -32,7 +32,8 @@ async fn forget(Ax(st): Ax<St>, Path(id): Path<String>) -> Response {
 }
 
 fn html(status: u16, body: String) -> Response {
-    (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+    (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body)
+        .into_response()
 }
 
 fn answer(base: &str, r: Resp) -> Response {
@@ -43,7 +44,11 @@ fn answer(base: &str, r: Resp) -> Response {
 }
 
 fn not_found() -> Response {
-    html(404, "<!doctype html><title>Not found</title><p>There is no such episode (it ended, or the server restarted).</p>".into())
+    html(
+        404,
+        "<!doctype html><title>Not found</title><p>There is no such episode (it ended, or the server restarted).</p>"
+            .into(),
+    )
 }
 
 async fn page_get(Ax(st): Ax<St>, Path((id, rest)): Path<(String, String)>, RawQuery(q): RawQuery) -> Response {

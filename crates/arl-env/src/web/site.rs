@@ -19,7 +19,8 @@ use serde_json::{json, Map, Value};
 
 pub const PLANS: &[&str] = &["Free", "Pro", "Team"];
 pub const COUNTRIES: &[&str] = &["Austria", "Brazil", "Canada", "Denmark", "Egypt", "France", "Japan", "Kenya"];
-pub const DELIVERIES: &[(&str, &str)] = &[("standard", "Standard (5 days)"), ("express", "Express (1 day)"), ("pickup", "Pick up in store")];
+pub const DELIVERIES: &[(&str, &str)] =
+    &[("standard", "Standard (5 days)"), ("express", "Express (1 day)"), ("pickup", "Pick up in store")];
 /// Most products, cart lines, sign-ups and orders one episode holds.
 pub const MAX_ITEMS: usize = 200;
 /// Longest submitted field, characters.
@@ -74,7 +75,10 @@ impl State {
 /// What a request gets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resp {
-    Page { status: u16, html: String },
+    Page {
+        status: u16,
+        html: String,
+    },
     /// 303 to this path under the episode root.
     Redirect(String),
 }
@@ -157,13 +161,15 @@ pub fn url_decode(s: &str) -> String {
     while i < b.len() {
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                Ok(x) => {
-                    out.push(x);
-                    i += 2;
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(x) => {
+                        out.push(x);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
                 }
-                Err(_) => out.push(b'%'),
-            },
+            }
             c => out.push(c),
         }
         i += 1;
@@ -407,7 +413,8 @@ pub fn post(st: &mut State, base: &str, path: &str, form: &[(String, String)]) -
             if st.cart.is_empty() {
                 return bad(st, base, "your cart is empty");
             }
-            let complete = st.shipping.as_ref().is_some_and(|m| m.values().all(|v| v.as_str().is_some_and(|s| !s.is_empty())));
+            let complete =
+                st.shipping.as_ref().is_some_and(|m| m.values().all(|v| v.as_str().is_some_and(|s| !s.is_empty())));
             if !complete {
                 return bad(st, base, "the shipping address is missing (step 1)");
             }
@@ -415,7 +422,9 @@ pub fn post(st: &mut State, base: &str, path: &str, form: &[(String, String)]) -
             if st.orders.len() >= MAX_ITEMS {
                 return bad(st, base, "too many orders");
             }
-            st.orders.push(json!({"order_id": st.orders.len() + 1, "items": st.cart, "shipping": st.shipping, "delivery": d}));
+            st.orders.push(
+                json!({"order_id": st.orders.len() + 1, "items": st.cart, "shipping": st.shipping, "delivery": d}),
+            );
             st.cart.clear();
             Resp::Redirect("checkout/done".into())
         }
@@ -473,7 +482,8 @@ pub fn check_goal(st: &State, goal: &Value) -> Result<Option<String>, String> {
         }
     }
     if let Some(want) = g.get("wishlist") {
-        let mut w: Vec<String> = want.as_array().ok_or("`wishlist`: expected a list of SKUs")?.iter().map(norm).collect();
+        let mut w: Vec<String> =
+            want.as_array().ok_or("`wishlist`: expected a list of SKUs")?.iter().map(norm).collect();
         let mut got: Vec<String> = st.wishlist.iter().map(|s| norm(&json!(s))).collect();
         w.sort();
         got.sort();
@@ -487,9 +497,20 @@ pub fn check_goal(st: &State, goal: &Value) -> Result<Option<String>, String> {
             return Ok(Some(format!("{} orders placed, expected {}", st.orders.len(), want.len())));
         }
         for (i, (w, got)) in want.iter().zip(&st.orders).enumerate() {
-            let (wi, gi) = (w.get("items").cloned().unwrap_or(json!([])), got.get("items").cloned().unwrap_or(json!([])));
+            let (wi, gi) =
+                (w.get("items").cloned().unwrap_or(json!([])), got.get("items").cloned().unwrap_or(json!([])));
             let key = |v: &Value| {
-                let mut x: Vec<(String, i64)> = v.as_array().into_iter().flatten().map(|l| (norm(l.get("sku").unwrap_or(&Value::Null)), l.get("quantity").and_then(Value::as_i64).unwrap_or(0))).collect();
+                let mut x: Vec<(String, i64)> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|l| {
+                        (
+                            norm(l.get("sku").unwrap_or(&Value::Null)),
+                            l.get("quantity").and_then(Value::as_i64).unwrap_or(0),
+                        )
+                    })
+                    .collect();
                 x.sort();
                 x
             };
@@ -503,7 +524,11 @@ pub fn check_goal(st: &State, goal: &Value) -> Result<Option<String>, String> {
             }
             if let Some(wd) = w.get("delivery") {
                 if norm(got.get("delivery").unwrap_or(&Value::Null)) != norm(wd) {
-                    return Ok(Some(format!("order {}: delivery {}, expected {wd}", i + 1, got.get("delivery").unwrap_or(&Value::Null))));
+                    return Ok(Some(format!(
+                        "order {}: delivery {}, expected {wd}",
+                        i + 1,
+                        got.get("delivery").unwrap_or(&Value::Null)
+                    )));
                 }
             }
         }
@@ -535,8 +560,16 @@ mod tests {
         let f = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
         assert_eq!(post(&mut s, b, "checkout/place", &[]), bad(&s.clone(), b, "your cart is empty"));
         assert_eq!(post(&mut s, b, "cart/add", &f(&[("sku", "K2"), ("quantity", "2")])), Resp::Redirect("cart".into()));
-        assert_eq!(post(&mut s, b, "checkout/shipping", &f(&[("fullname", "A B"), ("street", "1 Road"), ("city", "")])), Resp::Redirect("checkout/shipping?missing=1".into()));
-        post(&mut s, b, "checkout/shipping", &f(&[("fullname", "A B"), ("street", "1 Road"), ("city", "Oslo"), ("zip", "0150")]));
+        assert_eq!(
+            post(&mut s, b, "checkout/shipping", &f(&[("fullname", "A B"), ("street", "1 Road"), ("city", "")])),
+            Resp::Redirect("checkout/shipping?missing=1".into())
+        );
+        post(
+            &mut s,
+            b,
+            "checkout/shipping",
+            &f(&[("fullname", "A B"), ("street", "1 Road"), ("city", "Oslo"), ("zip", "0150")]),
+        );
         post(&mut s, b, "checkout/delivery", &f(&[("delivery", "express")]));
         assert_eq!(post(&mut s, b, "checkout/place", &[]), Resp::Redirect("checkout/done".into()));
         assert!(s.cart.is_empty());

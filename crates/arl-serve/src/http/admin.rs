@@ -1,11 +1,8 @@
 //! The admin endpoints: health, model and server info, load, cache, pause
 //! and continue, abort, and weight updates.
 
-use super::{
-    bad, error, parse_body, parse_sampling, AppState,
-    Item, Running,
-};
 use super::request::{as_bool, field};
+use super::{bad, error, parse_body, parse_sampling, AppState, Item, Running};
 use crate::scheduler::{Cmd, Finish, PauseMode, Shared, UpdateResult};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -49,7 +46,14 @@ pub(super) async fn health_generate(State(st): State<Arc<AppState>>) -> Response
         Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
     };
     match tokio::time::timeout(Duration::from_secs(20), run.finish()).await {
-        Ok(()) if run.states[0].finish.as_ref().is_some_and(|f| !matches!(f, Finish::Abort { status_code: Some(_), .. })) => StatusCode::OK.into_response(),
+        Ok(())
+            if run.states[0]
+                .finish
+                .as_ref()
+                .is_some_and(|f| !matches!(f, Finish::Abort { status_code: Some(_), .. })) =>
+        {
+            StatusCode::OK.into_response()
+        }
         _ => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
 }
@@ -183,12 +187,18 @@ pub(super) async fn abort_request(State(st): State<Arc<AppState>>, body: Result<
     StatusCode::OK.into_response()
 }
 
-pub(super) async fn update_weights_from_disk(State(st): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+pub(super) async fn update_weights_from_disk(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let m = match parse_body(body) {
         Ok(m) => m,
         Err(r) => return r,
     };
-    let fail = |msg: String| (StatusCode::BAD_REQUEST, Json(json!({"success": false, "message": msg, "num_paused_requests": 0}))).into_response();
+    let fail = |msg: String| {
+        (StatusCode::BAD_REQUEST, Json(json!({"success": false, "message": msg, "num_paused_requests": 0})))
+            .into_response()
+    };
     let Some(path) = field(&m, "model_path").and_then(Value::as_str) else {
         return fail("`model_path` (a string) is required".into());
     };
@@ -214,13 +224,17 @@ pub(super) async fn update_weights_from_disk(State(st): State<Arc<AppState>>, bo
     match rx.await {
         Ok(UpdateResult { success, message, num_paused_requests }) => {
             let code = if success { StatusCode::OK } else { StatusCode::BAD_REQUEST };
-            (code, Json(json!({"success": success, "message": message, "num_paused_requests": num_paused_requests}))).into_response()
+            (code, Json(json!({"success": success, "message": message, "num_paused_requests": num_paused_requests})))
+                .into_response()
         }
         Err(_) => fail("the scheduler dropped the update".into()),
     }
 }
 
-pub(super) async fn update_weight_version(State(st): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+pub(super) async fn update_weight_version(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let m = match parse_body(body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -232,7 +246,8 @@ pub(super) async fn update_weight_version(State(st): State<Arc<AppState>>, body:
         let _ = st.send(Cmd::Abort { rid: None, all: true });
     }
     st.shared.set_version(v);
-    Json(json!({"success": true, "message": format!("Weight version updated to {v}"), "new_version": v})).into_response()
+    Json(json!({"success": true, "message": format!("Weight version updated to {v}"), "new_version": v}))
+        .into_response()
 }
 
 pub(super) async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
@@ -241,4 +256,3 @@ pub(super) async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
         "root": st.cfg.served_model_name, "max_model_len": st.cfg.context_len,
     }]}))
 }
-

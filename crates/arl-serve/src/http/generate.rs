@@ -185,9 +185,14 @@ pub fn item_json(tok: &Tokenizer, s: &ItemState, with_text: bool, elapsed: Optio
         if s.top_n > 0 {
             meta.insert(
                 "input_top_logprobs".into(),
-                Value::Array(tops.iter().map(|t| t.as_ref().map_or(Value::Null, |t| top_list(tok, t, with_text))).collect()),
+                Value::Array(
+                    tops.iter().map(|t| t.as_ref().map_or(Value::Null, |t| top_list(tok, t, with_text))).collect(),
+                ),
             );
-            meta.insert("output_top_logprobs".into(), Value::Array(s.tokens.iter().map(|t| top_list(tok, &t.top, with_text)).collect()));
+            meta.insert(
+                "output_top_logprobs".into(),
+                Value::Array(s.tokens.iter().map(|t| top_list(tok, &t.top, with_text)).collect()),
+            );
         }
     }
     if let Some(e) = elapsed {
@@ -201,7 +206,10 @@ pub(super) fn abort_status(states: &[ItemState]) -> Option<(StatusCode, String)>
     for s in states {
         if let Some(Finish::Abort { message, status_code: Some(code), .. }) = &s.finish {
             if *code == 400 || *code >= 500 {
-                return Some((StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), message.clone()));
+                return Some((
+                    StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    message.clone(),
+                ));
             }
         }
     }
@@ -254,4 +262,3 @@ pub(super) async fn generate(State(st): State<Arc<AppState>>, body: Result<Bytes
     });
     Sse::new(stream).into_response()
 }
-

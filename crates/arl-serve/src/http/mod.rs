@@ -14,20 +14,20 @@ mod generate;
 mod openai;
 mod request;
 
-pub use generate::{item_json, ItemState, Running};
-pub use request::{encode, parse_generate, parse_sampling, GenerateRequest, Item};
 use admin::{
-    abort_request, continue_generation, flush_cache, health, health_generate, load, model_info, pause, server_info,
-    models, update_weight_version, update_weights_from_disk, weight_version,
+    abort_request, continue_generation, flush_cache, health, health_generate, load, model_info, models, pause,
+    server_info, update_weight_version, update_weights_from_disk, weight_version,
 };
 use generate::generate;
+pub use generate::{item_json, ItemState, Running};
 use openai::chat_completions;
+pub use request::{encode, parse_generate, parse_sampling, GenerateRequest, Item};
 
 use crate::scheduler::{Cmd, Shared};
 use crate::Config;
-use arl_http::body::{closing, BodyError};
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
+use arl_http::body::{closing, BodyError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -57,8 +57,15 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(cfg: Config, tx: crossbeam_channel::Sender<Cmd>, shared: Arc<Shared>, tok: Arc<Tokenizer>, port: u16) -> AppState {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    pub fn new(
+        cfg: Config,
+        tx: crossbeam_channel::Sender<Cmd>,
+        shared: Arc<Shared>,
+        tok: Arc<Tokenizer>,
+        port: u16,
+    ) -> AppState {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let seed = arl_core::rng::mix(&[nanos, std::process::id() as u64, port as u64]);
         let template = ChatTemplate::from_tokenizer(&tok).map(Arc::new).map_err(|e| format!("{e:#}"));
         AppState {
@@ -153,7 +160,10 @@ async fn auth(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Resp
 }
 
 fn body_too_large(st: &AppState) -> Response {
-    error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} bytes (--max-body-bytes)", st.cfg.max_body_bytes))
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body larger than {} bytes (--max-body-bytes)", st.cfg.max_body_bytes),
+    )
 }
 
 /// Parses a body as a JSON object; an empty body counts as `{}`.
@@ -168,4 +178,3 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Value>,
         Err(e) => Err(bad(format!("invalid JSON body: {e}"))),
     }
 }
-

@@ -1,9 +1,7 @@
 //! The OpenAI-compatible endpoints: `/v1/models` and `/v1/chat/completions`.
 
-use super::{
-    parse_body, AppState, Running,
-};
 use super::generate::abort_status;
+use super::{parse_body, AppState, Running};
 use crate::chat;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -24,7 +22,11 @@ pub(super) fn openai_error(status: StatusCode, msg: impl Into<String>) -> Respon
         .into_response()
 }
 
-pub(super) async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+pub(super) async fn chat_completions(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     if !ct.starts_with("application/json") {
         return openai_error(StatusCode::BAD_REQUEST, "Unsupported Media Type: Only 'application/json' is allowed");
@@ -52,27 +54,29 @@ pub(super) async fn chat_completions(State(st): State<Arc<AppState>>, headers: H
     // SSE: `chat.completion.chunk` events per choice, an optional usage chunk, then `[DONE]`.
     let meta = Arc::new(req.meta);
     let progress = vec![chat::StreamState::default(); run.states.len()];
-    let events = futures::stream::unfold((run, st, meta, progress, false), |(mut run, st, meta, mut progress, ended)| async move {
-        if ended {
-            return None;
-        }
-        let (evs, ended) = match run.next().await {
-            Some(i) => {
-                let chunks = chat::stream_chunks(&st, &meta, i, &run.states[i], &mut progress[i]);
-                (chunks.into_iter().map(|c| Event::default().data(c.to_string())).collect::<Vec<_>>(), false)
+    let events = futures::stream::unfold(
+        (run, st, meta, progress, false),
+        |(mut run, st, meta, mut progress, ended)| async move {
+            if ended {
+                return None;
             }
-            None => {
-                let mut evs = Vec::new();
-                if meta.include_usage {
-                    evs.push(Event::default().data(chat::usage_chunk(&st, &meta, &run.states).to_string()));
+            let (evs, ended) = match run.next().await {
+                Some(i) => {
+                    let chunks = chat::stream_chunks(&st, &meta, i, &run.states[i], &mut progress[i]);
+                    (chunks.into_iter().map(|c| Event::default().data(c.to_string())).collect::<Vec<_>>(), false)
                 }
-                evs.push(Event::default().data("[DONE]"));
-                (evs, true)
-            }
-        };
-        let evs = futures::stream::iter(evs.into_iter().map(Ok::<Event, Infallible>));
-        Some((evs, (run, st, meta, progress, ended)))
-    });
+                None => {
+                    let mut evs = Vec::new();
+                    if meta.include_usage {
+                        evs.push(Event::default().data(chat::usage_chunk(&st, &meta, &run.states).to_string()));
+                    }
+                    evs.push(Event::default().data("[DONE]"));
+                    (evs, true)
+                }
+            };
+            let evs = futures::stream::iter(evs.into_iter().map(Ok::<Event, Infallible>));
+            Some((evs, (run, st, meta, progress, ended)))
+        },
+    );
     Sse::new(futures::StreamExt::flatten(events)).into_response()
 }
-

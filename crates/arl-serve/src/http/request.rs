@@ -130,7 +130,11 @@ pub fn parse_sampling(v: Option<&Value>, vocab: usize) -> Result<(Params, usize)
 }
 
 /// A per-prompt field that may be given once or as a list (one per prompt).
-pub(super) fn per_prompt<'a>(m: &'a Map<String, Value>, k: &str, batch: Option<usize>) -> Result<Vec<Option<&'a Value>>, String> {
+pub(super) fn per_prompt<'a>(
+    m: &'a Map<String, Value>,
+    k: &str,
+    batch: Option<usize>,
+) -> Result<Vec<Option<&'a Value>>, String> {
     let count = batch.unwrap_or(1);
     match field(m, k) {
         None => Ok(vec![None; count]),
@@ -165,11 +169,20 @@ pub struct GenerateRequest {
 /// Validates a `/generate` body and expands it prompt-major (`[p0.s0, p0.s1, …, p1.s0, …]`).
 pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateRequest, String> {
     let vocab = st.cfg.vocab_size;
-    let given: Vec<&str> = ["text", "input_ids", "input_embeds"].into_iter().filter(|k| field(m, k).is_some()).collect();
+    let given: Vec<&str> =
+        ["text", "input_ids", "input_embeds"].into_iter().filter(|k| field(m, k).is_some()).collect();
     if given.len() != 1 {
         return Err("Either text, input_ids or input_embeds should be provided.".into());
     }
-    for k in ["image_data", "audio_data", "video_data", "lora_path", "session_params", "custom_logit_processor", "token_ids_logprob"] {
+    for k in [
+        "image_data",
+        "audio_data",
+        "video_data",
+        "lora_path",
+        "session_params",
+        "custom_logit_processor",
+        "token_ids_logprob",
+    ] {
         if field(m, k).is_some() {
             return Err(format!("`{k}` is not supported by arl-serve"));
         }
@@ -189,12 +202,19 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
         (_, Value::Array(a)) if a.iter().all(Value::is_array) && !a.is_empty() => {
             let mut out = Vec::new();
             for (i, p) in a.iter().enumerate() {
-                let ids: Vec<u32> = p.as_array().into_iter().flatten().map(|x| token_id(x, &format!("input_ids[{i}]"), vocab)).collect::<Result<_, _>>()?;
+                let ids: Vec<u32> = p
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|x| token_id(x, &format!("input_ids[{i}]"), vocab))
+                    .collect::<Result<_, _>>()?;
                 out.push(ids);
             }
             (out, true)
         }
-        (_, Value::Array(a)) => (vec![a.iter().map(|x| token_id(x, "input_ids", vocab)).collect::<Result<_, _>>()?], false),
+        (_, Value::Array(a)) => {
+            (vec![a.iter().map(|x| token_id(x, "input_ids", vocab)).collect::<Result<_, _>>()?], false)
+        }
         (_, v) => return Err(format!("`input_ids` must be a list of token ids or a list of such lists, got {v}")),
     };
     if batched && prompts.is_empty() {
@@ -202,7 +222,11 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
     }
     for (i, p) in prompts.iter().enumerate() {
         if p.is_empty() {
-            return Err(if batched { format!("input_ids cannot be empty (prompt {i}).") } else { "input_ids cannot be empty.".into() });
+            return Err(if batched {
+                format!("input_ids cannot be empty (prompt {i}).")
+            } else {
+                "input_ids cannot be empty.".into()
+            });
         }
         if p.len() >= st.cfg.context_len {
             return Err(format!(
@@ -240,7 +264,10 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
             if a.len() != prompts.len() {
                 return Err(format!("`rid` has {} entries for a batch of {}", a.len(), prompts.len()));
             }
-            let rs: Vec<String> = a.iter().map(|x| x.as_str().map(str::to_string).ok_or_else(|| format!("`rid` must hold strings, got {x}"))).collect::<Result<_, _>>()?;
+            let rs: Vec<String> = a
+                .iter()
+                .map(|x| x.as_str().map(str::to_string).ok_or_else(|| format!("`rid` must hold strings, got {x}")))
+                .collect::<Result<_, _>>()?;
             let mut seen = std::collections::HashSet::new();
             if let Some(d) = rs.iter().find(|r| !seen.insert(r.as_str())) {
                 return Err(format!("duplicate rid `{d}` in the batch"));
@@ -264,11 +291,18 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
             Some(v) => v.as_i64().ok_or_else(|| format!("`logprob_start_len` must be an integer, got {v}"))?,
         };
         if start < -1 || start >= ids.len() as i64 {
-            return Err(format!("logprob_start_len ({start}) must be -1 or in [0, {}) for a prompt of {} tokens", ids.len(), ids.len()));
+            return Err(format!(
+                "logprob_start_len ({start}) must be -1 or in [0, {}) for a prompt of {} tokens",
+                ids.len(),
+                ids.len()
+            ));
         }
         let top = match tn[p] {
             None => 0,
-            Some(v) => v.as_u64().ok_or_else(|| format!("`top_logprobs_num` must be a non-negative integer, got {v}"))? as usize,
+            Some(v) => {
+                v.as_u64().ok_or_else(|| format!("`top_logprobs_num` must be a non-negative integer, got {v}"))?
+                    as usize
+            }
         };
         // -1 means "only the output": SGLang then starts at the last prompt token.
         let start = if start < 0 { ids.len() - 1 } else { start as usize };
@@ -291,4 +325,3 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
         return_text_in_logprobs: as_bool(m, "return_text_in_logprobs", false)?,
     })
 }
-
