@@ -80,7 +80,7 @@ impl GradSync {
                     let k = g.numel() as i64;
                     let mut dst = g.shallow_clone();
                     let src = flat.narrow(0, off, k).view(g.size().as_slice()).to_device(g.device());
-                    let _ = dst.copy_(&src);
+                    dst.copy_(&src);
                     off += k;
                 }
             });
@@ -107,7 +107,7 @@ impl GradSync {
                     let k = p.numel() as i64;
                     let mut dst = p.shallow_clone();
                     let src = flat.narrow(0, off, k).view(p.size().as_slice()).to_kind(p.kind()).to_device(p.device());
-                    let _ = dst.copy_(&src);
+                    dst.copy_(&src);
                     off += k;
                 }
             });

@@ -50,14 +50,15 @@ fn api_reference_solutions_score_one_wrong_ones_zero() {
     // Wrong: the last call left out (nothing ordered, cancelled or restocked),
     // or an order of one unit more than asked.
     let mut wrong = recs.clone();
+    let quantity = regex::Regex::new(r#""quantity": (\d+)"#).unwrap();
     for (i, r) in wrong.iter_mut().enumerate() {
         let resp = r["response"].as_str().unwrap().to_string();
         let calls: Vec<&str> = resp.split("</tool_call>").filter(|s| s.contains("<tool_call>")).collect();
         let kept = if i % 2 == 0 || !resp.contains("create_order") {
             calls[..calls.len() - 1].iter().map(|c| format!("{c}</tool_call>")).collect::<String>()
         } else {
-            let re = regex::Regex::new(r#""quantity": (\d+)"#).unwrap();
-            re.replace_all(&resp, |c: &regex::Captures| format!("\"quantity\": {}", c[1].parse::<i64>().unwrap() + 1))
+            quantity
+                .replace_all(&resp, |c: &regex::Captures| format!("\"quantity\": {}", c[1].parse::<i64>().unwrap() + 1))
                 .into_owned()
         };
         r["response"] = json!(kept);

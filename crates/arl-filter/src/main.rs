@@ -113,7 +113,7 @@ impl Args {
                 return Err(cli::usage(format!("`--min-response-len {a}` is larger than `--max-response-len {b}`")));
             }
         }
-        if !(self.zero_std_eps >= 0.0) {
+        if self.zero_std_eps.is_nan() || self.zero_std_eps < 0.0 {
             return Err(cli::usage("`--zero-std-eps` must be a number ≥ 0"));
         }
         Ok(Rules {

@@ -423,6 +423,10 @@ pub fn render(pos: &arl_core::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_
     s
 }
 
+fn main() -> std::process::ExitCode {
+    arl_core::cli::main(TOOL, run)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,8 +436,4 @@ mod tests {
         assert_eq!(mask_spans(&[1, 1, 0, 0, 0, 1]), vec![(0, 2, true), (2, 5, false), (5, 6, true)]);
         assert!(mask_spans(&[]).is_empty());
     }
-}
-
-fn main() -> std::process::ExitCode {
-    arl_core::cli::main(TOOL, run)
 }

@@ -246,7 +246,7 @@ fn strip_thousands(s: &str) -> String {
                 k -= 1;
             }
             let run = i - k;
-            let before_ok = run >= 1 && run <= 3 && (k == 0 || !matches!(b[k - 1], b'.'));
+            let before_ok = (1..=3).contains(&run) && (k == 0 || !matches!(b[k - 1], b'.'));
             if next3.len() == 3
                 && next3.iter().all(u8::is_ascii_digit)
                 && !after.is_some_and(|c| c.is_ascii_digit())

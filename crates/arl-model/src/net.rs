@@ -627,6 +627,8 @@ impl Model {
     /// Runs `ids` after what `slot` of `cache` holds, for one sequence; returns
     /// logits [len(ids), V] (float32) and appends to the slot.
     pub fn prefill(&self, cache: &mut KvCache, slot: usize, ids: &[i64]) -> Tensor {
+        // One sequence: a list of one range, as `extend` takes one per sequence.
+        #[allow(clippy::single_range_in_vec_init)]
         self.extend(cache, &[slot], &[ids], &[0..ids.len()])
     }
 

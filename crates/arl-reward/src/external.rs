@@ -49,7 +49,7 @@ pub fn score_all(c: &CmdRm, recs: &[Record]) -> Result<Vec<Result<Score, ScoreEr
     let sizes: Vec<usize>;
     let order: Vec<usize>;
     if c.by_group {
-        let gs = groups(recs).map_err(|e| arl_core::cli::data(e))?;
+        let gs = groups(recs).map_err(arl_core::cli::data)?;
         let mut ls = Vec::with_capacity(gs.len());
         for g in &gs {
             let mut buf = b"[".to_vec();

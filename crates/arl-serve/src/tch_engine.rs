@@ -75,8 +75,8 @@ impl TchEngine {
     pub fn load(dir: &Path, device: Device, kind: Kind) -> Result<TchEngine> {
         let mut model = Model::load(dir, device, kind).with_context(|| format!("loading model `{}`", dir.display()))?;
         model.fuse_projections();
-        let vocab = model.config.vocab_size as usize;
-        let context = model.config.max_position_embeddings as usize;
+        let vocab = model.config.vocab_size;
+        let context = model.config.max_position_embeddings;
         let cache = model.new_cache();
         Ok(TchEngine { model, cache, slots: HashMap::new(), vocab, context, device })
     }

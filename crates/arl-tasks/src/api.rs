@@ -70,9 +70,7 @@ pub fn generate(rng: &mut Rng, level: u32) -> Task {
     // Pre-existing orders for the cancel task (two of the item, one of another).
     if kind == 2 {
         let other = shop.items.iter().find(|i| i.sku != it.sku).cloned().expect("at least two items");
-        let mut id = 0;
-        for (sku, q) in [(&it.sku, 2), (&other.sku, 1), (&it.sku, 1)] {
-            id += 1;
+        for (id, (sku, q)) in (1..).zip([(&it.sku, 2), (&other.sku, 1), (&it.sku, 1)]) {
             shop.orders.push(Order { order_id: id, sku: sku.clone(), quantity: q, status: "placed".into() });
             if let Some(x) = shop.items.iter_mut().find(|x| &x.sku == sku) {
                 x.stock -= q.min(x.stock);

@@ -220,7 +220,7 @@ fn sync_loop_runs_ppo_with_a_learned_critic() {
         let cmd = std::fs::read_to_string(run.join(format!("steps/step-{step}/train.cmd"))).unwrap();
         assert!(cmd.contains("--train-critic") && cmd.contains(&format!("critic/step-{step}")), "{cmd}");
     }
-    assert!(rewards.iter().any(|&r| r > 0.0) && rewards.iter().any(|&r| r == 0.0), "returns vary: {rewards:?}");
+    assert!(rewards.iter().any(|&r| r > 0.0) && rewards.contains(&0.0), "returns vary: {rewards:?}");
     assert!(rl.iter().any(|x| x["value_explained_var"].is_number()), "{rl:?}");
     for step in 1..=2 {
         let c = run.join(format!("critic/step-{step}"));

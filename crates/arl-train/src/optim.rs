@@ -134,7 +134,7 @@ impl AdamW {
                 let _ = w.addcdiv_(&p.exp_avg, &(denom * (-bc1 / lr)));
                 if p.master.is_some() {
                     let mut dst = p.param.shallow_clone();
-                    let _ = dst.copy_(&w.to_kind(dst.kind()));
+                    dst.copy_(&w.to_kind(dst.kind()));
                 }
             }
         });
@@ -194,7 +194,7 @@ impl AdamW {
                 if let (Some(m), Some(src)) = (&mut p.master, found.get(&format!("master.{}", p.name))) {
                     *m = src.to_device(dev);
                     let mut dst = p.param.shallow_clone();
-                    let _ = dst.copy_(&m.to_kind(dst.kind()));
+                    dst.copy_(&m.to_kind(dst.kind()));
                 }
             }
         });

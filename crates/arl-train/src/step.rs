@@ -217,7 +217,7 @@ fn micro_batch_loss(
     let token_loss = if rl {
         let mut total = policy_loss(args, batch, &logp, &mut mask, s)?;
         if need_entropy_grad {
-            total = total - &ent * args.entropy_coef;
+            total -= &ent * args.entropy_coef;
         }
         total
     } else {
@@ -254,7 +254,7 @@ fn policy_loss(
     if let Some(c) = args.tis_clip {
         let w = loss::tis_weights(old, batch.rollout.as_ref().context("rollout log-probs")?, c);
         s.tis += masked_sum(&w, mask);
-        pg = pg * w;
+        pg *= w;
     }
     s.pg_loss += masked_sum(&pg, mask);
     s.clipped += masked_sum(&clipped, mask);
@@ -269,7 +269,7 @@ fn policy_loss(
         let r = batch.reference.as_ref().context("reference log-probs")?;
         let kl = loss::kl_penalty(logp, r, args.kl_loss_type);
         s.kl_loss += masked_sum(&kl, mask);
-        total = total + kl * args.kl_loss_coef;
+        total += kl * args.kl_loss_coef;
     }
     Ok(total)
 }

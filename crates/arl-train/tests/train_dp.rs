@@ -196,7 +196,7 @@ impl Job {
                 continue;
             };
             let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-            let has = |kv: &str| vars.iter().any(|v| *v == kv.as_bytes());
+            let has = |kv: &str| vars.contains(&kv.as_bytes());
             if has(&format!("ARL_TEST_JOB={}", self.marker)) && has(&format!("OMPI_COMM_WORLD_RANK={r}")) {
                 return Some(pid);
             }
