@@ -254,6 +254,9 @@ pub fn mask_spans(mask: &[u8]) -> Vec<(usize, usize, bool)> {
 }
 
 /// Renders one record as text for a terminal.
+///
+/// Long (about 170 lines) on purpose: one section per record field, in the
+/// order they are shown; each section is short and stands alone.
 pub fn render(pos: &arl_core::io::Pos, r: &Record, tok: Option<&Tokenizer>, per_token: bool, color: bool) -> String {
     let st = Style { on: color };
     let mut s = String::new();

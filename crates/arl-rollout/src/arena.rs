@@ -125,6 +125,10 @@ pub struct GameResult {
 }
 
 /// Plays one game. `shared[s]` serves seat `s`; both may be the same.
+///
+/// Long (about 170 lines) on purpose: one turn loop whose state (both seats
+/// conversations, retries, illegal counts, the board) every branch updates;
+/// pieces of it would each take all of that state.
 pub async fn play(
     arena: &Arena,
     shared: [&Shared; 2],

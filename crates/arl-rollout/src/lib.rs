@@ -368,16 +368,12 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
     res
 }
 
-async fn drive(
-    cfg: Config,
-    shared: Arc<Shared>,
-    opponent: Option<Arc<Shared>>,
-    envs: env::Envs,
-    out_path: Option<std::path::PathBuf>,
-) -> Result<ExitCode> {
-    let n = cfg.n_samples_per_prompt;
-    // Read and normalise every prompt (the walk needs the whole dataset).
-    let mut input = Input::open(&cfg.input)?;
+/// Reads and normalises every prompt (the walk needs the whole dataset);
+/// rows that are not prompts go to the rejects. Returns the prompts (boxed:
+/// growing a vector of whole records copied them all, twice over) and where
+/// each came from.
+#[allow(clippy::vec_box)]
+fn read_prompts(cfg: &Config, input: &mut Input) -> Result<(Vec<Box<Record>>, Vec<arl_core::io::Pos>)> {
     let mut prompts = Vec::new();
     let mut positions = Vec::new();
     let mut row = 0u64;
@@ -391,7 +387,6 @@ async fn drive(
             let stem = stem.as_ref().map_or("", |(_, s)| s.as_str());
             match arl_core::dataset::to_prompt(rec, row, stem, &cfg.keys) {
                 Ok(p) => {
-                    // Boxed: growing a vector of whole records copied them all, twice over.
                     prompts.push(Box::new(p));
                     positions.push(pos);
                 }
@@ -400,8 +395,102 @@ async fn drive(
             row += 1;
         }
     }
-    let order = walk(prompts.len(), cfg.batch_size, cfg.step, cfg.seed);
+    Ok((prompts, positions))
+}
 
+/// The groups to run, in the walk's order (`--batch-size`, `--step`,
+/// `--seed`): each prompt's environment and prompt ids, without the groups
+/// an earlier run completed (`done`, with `--resume`); a duplicate prompt id,
+/// an unknown environment or a prompt that cannot be rendered is rejected.
+fn plan_jobs(
+    cfg: &Config,
+    prompts: &[Box<Record>],
+    positions: &[arl_core::io::Pos],
+    done: &std::collections::HashSet<String>,
+    envs: &env::Envs,
+    shared: &Shared,
+    input: &mut Input,
+) -> Result<Vec<Job>> {
+    let order = walk(prompts.len(), cfg.batch_size, cfg.step, cfg.seed);
+    let mut jobs = Vec::with_capacity(order.len());
+    let mut seen = std::collections::HashSet::with_capacity(order.len());
+    for (idx, epoch) in order {
+        let prompt = &prompts[idx];
+        let id = walked_id(prompt.prompt_id.as_deref().unwrap_or_default(), epoch);
+        if done.contains(id.as_ref()) {
+            continue;
+        }
+        let reject = |input: &mut Input, why: String| input.reject(&positions[idx], &selected(prompt, epoch), why);
+        if !seen.insert(id.clone()) {
+            reject(input, format!("field `prompt_id`: `{id}` appears twice; group keys must be unique"))?;
+            continue;
+        }
+        if cfg.arena {
+            match crate::arena::task_game(prompt) {
+                Ok(_) => jobs.push(Job { idx, epoch, prompt_ids: Arc::from([]), env: envs.default.clone() }),
+                Err(why) => reject(input, why)?,
+            }
+            continue;
+        }
+        let env = match envs.pick(prompt) {
+            Ok(e) => e,
+            Err(why) => {
+                reject(input, why)?;
+                continue;
+            }
+        };
+        match prompt_ids(prompt, shared, &env, cfg.system.as_deref()) {
+            // One exact-size allocation: every prompt's ids are held for the whole run.
+            Ok(ids) => jobs.push(Job { idx, epoch, prompt_ids: Arc::from(ids), env }),
+            Err(why) => reject(input, why)?,
+        }
+    }
+    Ok(jobs)
+}
+
+/// What the written groups add up to, for the progress line and the summary.
+#[derive(Default)]
+struct Tally {
+    tool_calls: u64,
+    tool_errors: u64,
+    statuses: HashMap<&'static str, u64>,
+    reward_sum: f64,
+    reward_n: u64,
+}
+
+impl Tally {
+    /// Counts a group's records, scoring them first with `--rm` (a record
+    /// that cannot be scored, e.g. without a label, keeps no reward;
+    /// arl-reward downstream would reject it with the reason).
+    fn add(&mut self, recs: &mut [Record], spec: Option<&arl_reward::Spec>) {
+        for r in recs.iter_mut() {
+            if let Some(Ok(s)) = spec.map(|spec| arl_reward::score(spec, r)) {
+                r.reward = Some(s.reward);
+                r.reward_detail = Some(s.detail);
+                self.reward_sum += s.reward as f64;
+                self.reward_n += 1;
+            }
+            self.tool_calls += r.tool_calls.unwrap_or(0) as u64;
+            self.tool_errors += r.meta("tool_errors").and_then(Value::as_u64).unwrap_or(0);
+            *self.statuses.entry(r.status.map_or("none", |s| s.as_str())).or_default() += 1;
+        }
+    }
+
+    fn mean_reward(&self) -> Option<f64> {
+        (self.reward_n > 0).then(|| self.reward_sum / self.reward_n as f64)
+    }
+}
+
+async fn drive(
+    cfg: Config,
+    shared: Arc<Shared>,
+    opponent: Option<Arc<Shared>>,
+    envs: env::Envs,
+    out_path: Option<std::path::PathBuf>,
+) -> Result<ExitCode> {
+    let n = cfg.n_samples_per_prompt;
+    let mut input = Input::open(&cfg.input)?;
+    let (prompts, positions) = read_prompts(&cfg, &mut input)?;
     let mut out = output::Output::open(
         &cfg.output,
         out_path.as_deref(),
@@ -410,39 +499,7 @@ async fn drive(
         cfg.arena,
     )?;
     let resumed = out.done.len() as u64;
-    let mut jobs = Vec::with_capacity(order.len());
-    let mut seen = std::collections::HashSet::with_capacity(order.len());
-    for (idx, epoch) in order {
-        let prompt = &prompts[idx];
-        let id = walked_id(prompt.prompt_id.as_deref().unwrap_or_default(), epoch);
-        if out.done.contains(id.as_ref()) {
-            continue;
-        }
-        let reject = |input: &mut Input, why: String| input.reject(&positions[idx], &selected(prompt, epoch), why);
-        if !seen.insert(id.clone()) {
-            reject(&mut input, format!("field `prompt_id`: `{id}` appears twice; group keys must be unique"))?;
-            continue;
-        }
-        if cfg.arena {
-            match crate::arena::task_game(prompt) {
-                Ok(_) => jobs.push(Job { idx, epoch, prompt_ids: Arc::from([]), env: envs.default.clone() }),
-                Err(why) => reject(&mut input, why)?,
-            }
-            continue;
-        }
-        let env = match envs.pick(prompt) {
-            Ok(e) => e,
-            Err(why) => {
-                reject(&mut input, why)?;
-                continue;
-            }
-        };
-        match prompt_ids(prompt, &shared, &env, cfg.system.as_deref()) {
-            // One exact-size allocation: every prompt's ids are held for the whole run.
-            Ok(ids) => jobs.push(Job { idx, epoch, prompt_ids: Arc::from(ids), env }),
-            Err(why) => reject(&mut input, why)?,
-        }
-    }
+    let jobs = plan_jobs(&cfg, &prompts, &positions, &out.done, &envs, &shared, &mut input)?;
     drop(positions);
 
     let target = cfg.target_groups;
@@ -473,9 +530,7 @@ async fn drive(
     let mut written = resumed;
     let mut failure: Option<anyhow::Error> = None;
     let mut stopped_early = false;
-    let mut tool_calls = 0u64;
-    let mut tool_errors = 0u64;
-    let mut statuses: HashMap<&'static str, u64> = HashMap::new();
+    let mut tally = Tally::default();
     let spec = cfg.rm.as_deref().map(|name| {
         arl_reward::Spec::new(match name {
             "math" => arl_reward::Rm::Math(Default::default()),
@@ -484,7 +539,6 @@ async fn drive(
             _ => arl_reward::Rm::F1,
         })
     });
-    let (mut reward_sum, mut reward_n) = (0f64, 0u64);
 
     if target.is_some_and(|t| written >= t) {
         next_job = None;
@@ -496,32 +550,15 @@ async fn drive(
                 running -= 1;
                 match res {
                     Ok(mut recs) => {
-                        if let Some(spec) = &spec {
-                            for r in recs.iter_mut() {
-                                // A record that cannot be scored (no label) keeps no reward;
-                                // arl-reward downstream would reject it with the reason.
-                                if let Ok(s) = arl_reward::score(spec, r) {
-                                    r.reward = Some(s.reward);
-                                    r.reward_detail = Some(s.detail);
-                                    reward_sum += s.reward as f64;
-                                    reward_n += 1;
-                                }
-                            }
-                        }
-                        for r in &recs {
-                            tool_calls += r.tool_calls.unwrap_or(0) as u64;
-                            tool_errors += r.meta("tool_errors").and_then(Value::as_u64).unwrap_or(0);
-                            *statuses.entry(r.status.map_or("none", |s| s.as_str())).or_default() += 1;
-                        }
+                        tally.add(&mut recs, spec.as_ref());
                         out.write_group(&recs)?;
                         written += 1;
                         pb.set_position(written);
                         let secs = started.elapsed().as_secs_f64().max(1e-3);
                         let tps = shared.client.stats.generated_tokens.load(Ordering::Relaxed) as f64 / secs;
-                        pb.set_message(if reward_n > 0 {
-                            format!("groups, {tps:.0} tok/s, mean reward {:.3}", reward_sum / reward_n as f64)
-                        } else {
-                            format!("groups, {tps:.0} tok/s")
+                        pb.set_message(match tally.mean_reward() {
+                            Some(m) => format!("groups, {tps:.0} tok/s, mean reward {m:.3}"),
+                            None => format!("groups, {tps:.0} tok/s"),
                         });
                         if target.is_some_and(|t| written >= t) {
                             stopped_early = next_job.is_some() || running > 0;
@@ -561,10 +598,9 @@ async fn drive(
     let aborted = if stopped_early || failure.is_some() { shared.client.abort_all().await } else { 0 };
     pb.finish_and_clear();
 
-    let st = &shared.client.stats;
     if !cfg.input.quiet {
-        let secs = started.elapsed().as_secs_f64();
-        let mut status_list: Vec<_> = statuses.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let st = &shared.client.stats;
+        let mut status_list: Vec<_> = tally.statuses.iter().map(|(k, v)| format!("{v} {k}")).collect();
         status_list.sort();
         eprintln!(
             "{TOOL}: {} groups written ({} resumed), trajectories: {}; {} requests, {} retries, {} aborted; {} tool calls ({} errors); {} tokens generated in {:.1}s{}",
@@ -574,11 +610,14 @@ async fn drive(
             st.requests.load(Ordering::Relaxed),
             st.retries.load(Ordering::Relaxed),
             aborted,
-            tool_calls,
-            tool_errors,
+            tally.tool_calls,
+            tally.tool_errors,
             st.generated_tokens.load(Ordering::Relaxed),
-            secs,
-            if reward_n > 0 { format!("; mean reward {:.4} over {reward_n}", reward_sum / reward_n as f64) } else { String::new() }
+            started.elapsed().as_secs_f64(),
+            match tally.mean_reward() {
+                Some(m) => format!("; mean reward {m:.4} over {}", tally.reward_n),
+                None => String::new(),
+            }
         );
     }
     if let Some(e) = failure {

@@ -71,6 +71,9 @@ fn masked_text(r: &Value, want: u64) -> String {
 /// A scripted tic-tac-toe game: X 1, O tries the taken cell 1 (refused), then
 /// O 5, X 2, O 9, X 3 — X wins on the top row. Then an opponent server that
 /// never calls `move` forfeits after its retries.
+///
+/// Long (about 200 lines) on purpose: one game followed move by move, each
+/// check next to the turn it is about; split, the reader would lose the board.
 #[test]
 fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     let d = common::tmpdir();

@@ -178,6 +178,9 @@ pub fn url_decode(s: &str) -> String {
 }
 
 /// A GET of `path` (under the episode root, no leading `/`) with its query string.
+///
+/// Long (about 160 lines) on purpose: the site's route table, one short arm
+/// per page; the pages share the episode state the match borrows once.
 pub fn get(st: &State, base: &str, path: &str, query: &str) -> Resp {
     let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {

@@ -167,6 +167,9 @@ pub struct GenerateRequest {
 }
 
 /// Validates a `/generate` body and expands it prompt-major (`[p0.s0, p0.s1, …, p1.s0, …]`).
+///
+/// Long (about 160 lines) on purpose: one check per request field, in the
+/// order of SGLang's `GenerateReqInput`, so the two can be read side by side.
 pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateRequest, String> {
     let vocab = st.cfg.vocab_size;
     let given: Vec<&str> =
