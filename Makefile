@@ -43,10 +43,11 @@ setup-tests:
 build: setup
 	cargo build $(CARGO_FLAGS) --workspace --bins
 
-# Formatting and lints, in the same profile as the build (lint policy: the
-# [workspace.lints] table of Cargo.toml).
+# Formatting, module cycles and lints, in the same profile as the build
+# (lint policy: the [workspace.lints] table of Cargo.toml).
 lint: setup
 	cargo fmt --all -- --check
+	scripts/check-module-cycles.py
 	cargo clippy $(CARGO_FLAGS) --workspace --all-targets -- -D warnings
 
 # Every test: formatting and lints, the cargo tests (every binary is built

@@ -8,5 +8,6 @@ pub mod episodes;
 pub mod sandbox;
 pub mod shop;
 pub mod sql;
+pub mod tool_output;
 pub mod tools;
 pub mod web;

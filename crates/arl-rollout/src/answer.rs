@@ -11,9 +11,18 @@
 //! `the_fast_reader_answers_as_serde_does` checks on generated and corrupted
 //! answers that whenever the fast reader answers, serde answers the same, bit
 //! for bit.
-use super::client::Generation;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
+
+/// One generation call's answer.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub output_ids: Vec<u32>,
+    pub logprobs: Vec<f32>,
+    /// `stop`, `length`, `abort` (the type of `meta_info.finish_reason`).
+    pub finish: String,
+    pub weight_version: Option<String>,
+}
 
 /// Parses a `/generate` answer body (one object, or a list of one).
 pub fn parse(body: &[u8]) -> Result<Generation> {

@@ -2,6 +2,7 @@
 //! finish reason and weight version out (docs/reference/protocols.md §1), spread
 //! over one or many endpoints or sent through an sgl-router; retries with
 //! exponential backoff; aborts (`POST /abort_request`) for over-sampling.
+pub use super::answer::Generation;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -52,16 +53,6 @@ pub struct Client {
     cancel_notify: tokio::sync::Notify,
     /// `--concurrency`: one permit per request on the wire.
     slots: tokio::sync::Semaphore,
-}
-
-/// One generation call's answer.
-#[derive(Debug, Clone)]
-pub struct Generation {
-    pub output_ids: Vec<u32>,
-    pub logprobs: Vec<f32>,
-    /// `stop`, `length`, `abort` (the type of `meta_info.finish_reason`).
-    pub finish: String,
-    pub weight_version: Option<String>,
 }
 
 /// Why a generation call did not produce an answer.

@@ -1,14 +1,13 @@
 //! `arl-serve`'s server: SGLang's HTTP API (docs/reference/protocols.md §1–2) over
 //! a continuous-batching scheduler on the shared model code.
 //!
-//! * `http`: the axum routes, request validation and SGLang's wire shapes.
+//! * `http`: the axum routes, request validation and SGLang's wire shapes,
+//!   and the OpenAI-style `/v1/chat/completions` (`http::chat`).
 //! * `scheduler`: the thread that owns the engine and batches sequences
 //!   (one per `--dp-size` replica), and the dispatcher in front of several.
 //! * `sampling`: greedy / top-k / top-p / min-p draws from log-prob rows.
 //! * `engine`: the interface to a model, and the `--scripted` test double.
-//! * `tch_engine`: the libtorch engine over `arl_model` (feature `torch`).
-//! * `chat`: `/v1/chat/completions` prompt rendering and Qwen tool-call parsing.
-pub mod chat;
+//! * `tch_engine`: the libtorch engine over `arl_model`.
 pub mod engine;
 pub mod http;
 pub mod sampling;

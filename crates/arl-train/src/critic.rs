@@ -255,9 +255,9 @@ impl CriticTrainer {
 /// `arl-train values`: writes `values` into every record, streaming.
 pub fn values(a: &ScoreConfig) -> Result<std::process::ExitCode> {
     let device = a.device.resolve(None)?;
-    super::run::set_threads(a.threads);
+    super::set_threads(a.threads);
     let critic = Critic::load(&a.model, device, Kind::Float)?;
-    super::run::annotate(
+    super::score::annotate(
         &a.input,
         &a.output,
         |refs| critic.score(refs, a.max_tokens_per_micro_batch),

@@ -3,7 +3,8 @@
 //! batches and scoring (`batch`), losses (`loss`, `value_loss`), one
 //! optimizer step (`step`), AdamW and schedules (`optim`), atomic
 //! checkpoints and the resume state (`checkpoint`), the training run, `init`
-//! and `logprobs` (`run`), PPO's critic (`critic`), and SFT's tokenisation
+//! (`run`), scoring records for `logprobs` and `values` (`score`), PPO's
+//! critic (`critic`), and SFT's tokenisation
 //! of `messages` through the one chat renderer (`chat_render`).
 mod batch;
 pub mod chat_render;
@@ -13,10 +14,17 @@ pub mod critic;
 pub mod loss;
 pub mod optim;
 pub mod run;
+pub mod score;
 mod step;
 pub mod value_loss;
 
 use arl_core::record::Record;
+
+/// libtorch's intra-op threads: `n`, or every core when 0.
+pub fn set_threads(n: usize) {
+    let n = if n == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { n };
+    tch::set_num_threads(n as i32);
+}
 
 /// One training sequence, response-aligned lists one entry per response token.
 #[derive(Debug, Clone)]

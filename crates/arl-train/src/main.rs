@@ -370,7 +370,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Init(a)) => arl_train::run::init(&a.config()?),
-        Some(Command::Logprobs(a)) => arl_train::run::logprobs(&a.config()?),
+        Some(Command::Logprobs(a)) => arl_train::score::logprobs(&a.config()?),
         Some(Command::Values(a)) => arl_train::critic::values(&a.config()?),
         None => {
             let cfg = args.train.config()?;

@@ -1,19 +1,19 @@
 //! The training run of `arl-train` (one process, or one rank of a
 //! data-parallel job): load and check the records, prepare the old-policy and
 //! reference log-probs, resume, then step through the epochs, writing metrics
-//! and atomic checkpoints; and `arl-train init` and `logprobs`. The step
-//! itself is in `step`, batching in `batch`, the resume state in `checkpoint`.
-use super::batch::{score, score_shared};
+//! and atomic checkpoints; and `arl-train init`. The step itself is in
+//! `step`, batching in `batch`, the resume state in `checkpoint`.
+use super::batch::score_shared;
 use super::checkpoint::{self, plan_fingerprint, InputPosition, TrainerState};
 use super::critic::CriticTrainer;
 use super::optim::{lr_at, AdamW, AdamWConfig};
 use super::step::train_step;
-use super::{sample_of, Need, Sample};
-use crate::config::{InitConfig, LossKind, Precision, ScoreConfig, TrainConfig, TOOL};
+use super::{sample_of, set_threads, Need, Sample};
+use crate::config::{InitConfig, LossKind, Precision, TrainConfig, TOOL};
 use anyhow::{Context, Result};
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
-use arl_core::cli::{self, Input, InputSpec, OutputSpec};
+use arl_core::cli::{self, Input, InputSpec};
 use arl_core::record::Record;
 use arl_dist::{grads::GradSync, Collective};
 use arl_model::{amp::AmpDtype, weights, Model, ModelConfig, SaveOptions};
@@ -22,11 +22,6 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 use tch::{Device, Kind};
-
-pub fn set_threads(n: usize) {
-    let n = if n == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { n };
-    tch::set_num_threads(n as i32);
-}
 
 fn peak_rss_bytes() -> u64 {
     // SAFETY: getrusage fills the struct it is given.
@@ -436,56 +431,5 @@ pub fn init(a: &InitConfig) -> Result<ExitCode> {
     tch::manual_seed(a.seed as i64);
     let model = tch::no_grad(|| Model::new(cfg, Device::Cpu, Kind::Float))?;
     checkpoint::save(&model, &a.out, &SaveOptions { kind, ..Default::default() }, &tok.dir, |_| Ok(()))?;
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn logprobs(a: &ScoreConfig) -> Result<ExitCode> {
-    let device = a.device.resolve(None)?;
-    set_threads(a.threads);
-    let model = Model::load(&a.model, device, Kind::Float)?;
-    annotate(
-        &a.input,
-        &a.output,
-        |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature),
-        |r, lp| r.ref_log_probs = Some(lp),
-    )
-}
-
-/// The streaming body of `arl-train logprobs` and `arl-train values`: reads
-/// records batch by batch, rejects those that cannot be scored, computes one
-/// number per response token for the rest (`compute`) and stores it (`put`).
-pub(crate) fn annotate(
-    input: &InputSpec,
-    output: &OutputSpec,
-    mut compute: impl FnMut(&[&Sample]) -> Vec<Vec<f32>>,
-    put: impl Fn(&mut arl_core::record::Record, Vec<f32>),
-) -> Result<ExitCode> {
-    let mut inp = Input::open(input)?;
-    let mut out = output.open()?;
-    let pb = cli::progress(input.quiet, None, "records");
-    while let Some(batch) = inp.next_batch()? {
-        let mut keep = vec![];
-        let mut samples = vec![];
-        for (pos, r) in batch {
-            match sample_of(&r, Need::Score) {
-                Ok(s) => {
-                    samples.push(s);
-                    keep.push(r);
-                }
-                Err(why) => inp.reject(&pos, &r, why)?,
-            }
-        }
-        let refs: Vec<&Sample> = samples.iter().collect();
-        for (mut r, x) in keep.into_iter().zip(compute(&refs)) {
-            put(&mut r, x);
-            out.write_owned(r)?;
-            pb.inc(1);
-        }
-        out.flush()?;
-    }
-    pb.finish_and_clear();
-    let written = out.count();
-    out.finish().context("writing output")?;
-    inp.finish(TOOL, written)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -12,24 +12,9 @@ pub mod python;
 pub mod sql;
 pub mod web;
 
+pub use crate::tool_output::{function_def, ToolOutput};
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-/// What a tool call produced: the text the model sees, and whether it failed.
-#[derive(Debug, Clone)]
-pub struct ToolOutput {
-    pub text: String,
-    pub error: bool,
-}
-
-impl ToolOutput {
-    pub fn ok(text: impl Into<String>) -> ToolOutput {
-        ToolOutput { text: text.into(), error: false }
-    }
-    pub fn err(text: impl Into<String>) -> ToolOutput {
-        ToolOutput { text: text.into(), error: true }
-    }
-}
 
 /// Per-episode tool state (the `--python-stateful` notebook's cells).
 #[derive(Default)]
@@ -78,10 +63,6 @@ pub struct Tool {
 #[derive(Default)]
 pub struct Registry {
     pub tools: Vec<Tool>,
-}
-
-pub fn function_def(name: &str, description: &str, parameters: Value) -> Value {
-    json!({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}})
 }
 
 pub fn calculator_def() -> Value {

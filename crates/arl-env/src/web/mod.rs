@@ -12,7 +12,7 @@ pub mod cdp;
 pub mod server;
 pub mod site;
 
-use crate::tools::ToolOutput;
+use crate::tool_output::ToolOutput;
 use serde_json::{json, Value};
 
 /// The names of the browser tools.
@@ -22,7 +22,7 @@ const RENDER_JS: &str = include_str!("render.js");
 
 /// OpenAI tool definitions of the browser actions.
 pub fn definitions() -> Vec<Value> {
-    use crate::tools::function_def as f;
+    use crate::tool_output::function_def as f;
     let id = json!({"type": "integer", "description": "The element's number [N] in the last observation"});
     vec![
         f("open", "Open a URL of the task site (a path such as `/` or `/search` is relative to the site's root) and return the page.", json!({"type": "object", "properties": {"url": {"type": "string", "description": "The URL or path"}}, "required": ["url"]})),

@@ -7,9 +7,11 @@
 //! body-size middleware; `request` parses and validates bodies, `generate`
 //! runs items through the scheduler and writes SGLang's answer, `admin` has
 //! the health, info, pause and weight-update endpoints, and `openai` the
-//! `/v1/*` ones.
+//! `/v1/*` ones, whose chat shapes (rendering, tool calls, chunks) are in
+//! `chat`.
 
 mod admin;
+pub mod chat;
 mod generate;
 mod openai;
 mod request;

@@ -1,8 +1,8 @@
 //! The OpenAI-compatible endpoints: `/v1/models` and `/v1/chat/completions`.
 
+use super::chat;
 use super::generate::abort_status;
 use super::{parse_body, AppState, Running};
-use crate::chat;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;

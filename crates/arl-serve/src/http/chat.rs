@@ -3,8 +3,8 @@
 //! mapped onto SGLang's parameters, and tool calls parsed from the Qwen/Hermes
 //! form `<tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>` the way
 //! SGLang's `qwen25` detector does (docs/reference/protocols.md §5).
-use super::http::{parse_sampling, AppState, Item, ItemState};
-use super::scheduler::Finish;
+use super::{parse_sampling, AppState, Item, ItemState};
+use crate::scheduler::Finish;
 use arl_chat::tokenizer::Tokenizer;
 use arl_chat::toolcall::Call;
 use serde_json::{json, Map, Value};
@@ -228,7 +228,7 @@ fn finish_of(s: &ItemState, has_calls: bool) -> (&'static str, Value) {
     (if has_calls { "tool_calls" } else { finish }, matched)
 }
 
-fn logprobs_of(tok: &Tokenizer, meta: &ChatMeta, tokens: &[super::scheduler::TokenOut]) -> Value {
+fn logprobs_of(tok: &Tokenizer, meta: &ChatMeta, tokens: &[crate::scheduler::TokenOut]) -> Value {
     if !meta.logprobs {
         return Value::Null;
     }
