@@ -13,6 +13,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# The environment the Makefile exports (the virtualenv's python), from a plain shell too.
+# shellcheck source=/dev/null
+. "$ROOT/scripts/env.sh"
 BIN=${BIN:-$ROOT/target/release}
 [[ $BIN = /* ]] || BIN=$ROOT/$BIN
 PY=${ARL_PYTHON:-python3}

@@ -9,8 +9,9 @@
 #    single-process), bubblewrap (the code sandbox) and the small tools the
 #    scripts use (bc, curl, jq). For the tests only: the PostgreSQL server (the
 #    SQL environment's tests start their own server in a temporary directory;
-#    the package's default cluster is not used) and Chromium (the web
-#    environment, driven headless over the DevTools pipe).
+#    the package's default cluster is not used), Chromium (the web
+#    environment, driven headless over the DevTools pipe) and openssl (the
+#    HTTPS tests make a throwaway certificate authority).
 #  * A Python virtualenv, cached OUTSIDE the repository, holding the PyPI wheel
 #    torch==2.13.0 (the libtorch that `tch` 0.26 links against:
 #    scripts/requirements.txt) and, with --tests, the pinned packages the tests
@@ -42,7 +43,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 
 # --- Debian packages -------------------------------------------------------
 apt_pkgs=(bubblewrap pkg-config build-essential python3-venv bc curl jq openmpi-bin libopenmpi-dev)
-[ "$tests" = 1 ] && apt_pkgs+=(postgresql chromium)
+[ "$tests" = 1 ] && apt_pkgs+=(postgresql chromium openssl)
 if [ "${ARL_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${apt_pkgs[@]}"; do
