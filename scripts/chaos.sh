@@ -243,11 +243,37 @@ crash_sync() {
   port=$(free_port)
   serve "$d/base" "$port" --weight-version 0 || return 1
   "$BIN/arl-sync" --checkpoint "$d/ck/step-1" --endpoint "http://127.0.0.1:$port" --weight-version 1 >/dev/null & p=$!
-  # arl-sync checks the checkpoint, then waits on the server's load of it.
-  sleep 0.06
-  local running=no
-  kill -0 "$p" 2>/dev/null && running=yes
-  kill -9 "$p"; wait "$p" 2>/dev/null
+  # Killed once it holds a connection to the server (the update asked for, or
+  # its answer awaited), not after a fixed delay: it starts in milliseconds,
+  # so no delay both lands before it connects and before it is done.
+  local running
+  running=$("$PY" - "$p" "$port" <<'PY'
+import os, sys, time
+pid, port = sys.argv[1], int(sys.argv[2])
+deadline = time.time() + 10
+while time.time() < deadline:
+    try:
+        socks = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                t = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if t.startswith("socket:["):
+                socks.add(t[8:-1])
+    except OSError:
+        break  # it has exited
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        f = line.split()
+        if f[9] in socks and int(f[2].split(":")[1], 16) == port and f[3] == "01":
+            os.kill(int(pid), 9)
+            print("yes")
+            sys.exit()
+    time.sleep(0.001)
+print("no")
+PY
+  )
+  kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null
   # Let a load in progress finish, then read the version twice.
   sleep 2
   v1=$(curl -sf "http://127.0.0.1:$port/get_model_info" | jq -r '"\(.weight_version) \(.model_path)"')
