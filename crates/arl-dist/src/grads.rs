@@ -1,4 +1,4 @@
-//! Tensors through a [`Collective`] (feature `torch`): gradients all-reduced
+//! Tensors through a [`Collective`] (libtorch): gradients all-reduced
 //! in a few large flat float32 buckets (as PyTorch DDP's `bucket_cap_mb`),
 //! and parameters broadcast from rank 0.
 //!

@@ -1,7 +1,7 @@
 /*
  * libtorch autocast with a chosen lower-precision dtype, for arl-train's
  * `--precision amp` (src/model/amp.rs). Compiled by build.rs against the
- * headers of the libtorch that torch-sys links (feature `torch`).
+ * headers of the libtorch that torch-sys links.
  *
  * Why a shim: tch's `autocast` only switches CUDA autocast on, in its default
  * dtype (float16), and torch-sys exposes neither the dtype nor the CPU

@@ -4,7 +4,7 @@
 //! row of `vocab_size` per position.
 //!
 //! Two implementations: the libtorch one over the shared `arl_model`
-//! (`tch_engine`, feature `torch`), and [`ScriptedEngine`], a test double that
+//! (`tch_engine`), and [`ScriptedEngine`], a test double that
 //! answers scripted completions.
 use anyhow::{bail, Context, Result};
 use arl_chat::tokenizer::Tokenizer;
