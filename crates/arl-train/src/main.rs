@@ -46,6 +46,30 @@ pub enum Command {
     Logprobs(LogprobsArgs),
     /// Write `values` (PPO's critic: each response token's value under `--critic`) into records
     Values(ValuesArgs),
+    /// Convert a GGUF model (llama.cpp's format) into a Hugging Face model directory
+    #[command(long_about = CONVERT_HELP)]
+    Convert(ConvertArgs),
+}
+
+const CONVERT_HELP: &str = "Convert a GGUF model (llama.cpp's format) into a Hugging Face model directory.
+
+Writes float32 `model.safetensors` with transformers' tensor names (llama.cpp's row order of \
+Llama's query/key projections undone), `config.json`, `generation_config.json`, `tokenizer.json` \
+(byte-level BPE with the pre-tokenizer that `tokenizer.ggml.pre` names, split as llama.cpp splits \
+it), `tokenizer_config.json` and `chat_template.jinja` (from `tokenizer.chat_template`).
+
+Architectures: llama, qwen2, qwen3. Tensor types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 \
+(K-quants are not read yet). The directory appears complete or not at all; a truncated or \
+malformed file, or one of another architecture, exits 65 and writes nothing.";
+
+#[derive(Debug, Clone, ClapArgs)]
+pub struct ConvertArgs {
+    /// The GGUF file
+    #[arg(value_name = "FILE")]
+    pub gguf: PathBuf,
+    /// The model directory to create (must not exist, or be empty)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Clone, ClapArgs)]
@@ -372,6 +396,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(Command::Init(a)) => arl_train::run::init(&a.config()?),
         Some(Command::Logprobs(a)) => arl_train::score::logprobs(&a.config()?),
         Some(Command::Values(a)) => arl_train::critic::values(&a.config()?),
+        Some(Command::Convert(a)) => {
+            let s = arl_gguf::convert(&a.gguf, &a.out)?;
+            let types: Vec<String> = s.source_types.iter().map(|(t, n)| format!("{t} {n}")).collect();
+            eprintln!(
+                "{TOOL} convert: {} ({} model, {} tensors: {}; {:.1}M parameters{}) -> {}",
+                a.gguf.display(),
+                s.architecture,
+                s.tensors,
+                types.join(", "),
+                s.parameters as f64 / 1e6,
+                if s.tied_embeddings { ", tied embeddings" } else { "" },
+                a.out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         None => {
             let cfg = args.train.config()?;
             match arl_dist::respawn(cfg.nproc, TOOL)? {

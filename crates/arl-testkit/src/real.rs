@@ -1,0 +1,27 @@
+//! The real models and tokenizers that `scripts/fetch-models.sh` puts in a
+//! cache outside the repository (`make test` runs it first). A test that needs
+//! one and does not find it fails, saying how to fetch it: nothing is skipped.
+use std::path::PathBuf;
+
+/// `$ARL_MODELS`, else `$ARL_CACHE/models`, else `~/.cache/arl/models`.
+pub fn models_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("ARL_MODELS") {
+        return PathBuf::from(d);
+    }
+    let cache = std::env::var_os("ARL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/arl"));
+    cache.join("models")
+}
+
+/// `rel` under [`models_dir`], which must exist (e.g. `SmolLM2-135M-Instruct`,
+/// `qwen3-tokenizer/tokenizer.json`, `llama.cpp/vocab/ggml-vocab-qwen2.gguf`).
+pub fn real(rel: &str) -> PathBuf {
+    let p = models_dir().join(rel);
+    assert!(
+        p.exists(),
+        "`{}` is missing: run scripts/fetch-models.sh (make test does) to fetch the real models",
+        p.display()
+    );
+    p
+}

@@ -1,0 +1,154 @@
+//! The real pretrained model (SmolLM2-135M-Instruct, converted from its GGUF
+//! by `scripts/fetch-models.sh`) through arl's own paths, against the
+//! reference implementations: its tokenizer's digit split against a
+//! tokenizer built with llama.cpp's `smollm` pre-tokenizer, and
+//! `arl-train logprobs` against transformers' forward pass on the same weights.
+use arl_chat::template::ChatTemplate;
+use arl_chat::tokenizer::Tokenizer;
+use arl_testkit::common::{require_python, root, run, tmpdir};
+use arl_testkit::real::real;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn python_with_stdin(args: &[&str], stdin: &[u8]) -> String {
+    let mut child = Command::new(require_python())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "python {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn script(name: &str) -> String {
+    root().join("scripts/real").join(name).display().to_string()
+}
+
+/// Number-heavy texts: arithmetic, decimals, thousands separators, dates,
+/// long digit runs, numbers glued to words and units, other scripts' digits.
+fn number_texts(n: usize) -> Vec<String> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |m: u64| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % m
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let a = next(100_000);
+        let b = next(1000);
+        let digits: String = (0..1 + next(14)).map(|_| char::from(b'0' + next(10) as u8)).collect();
+        out.push(match i % 12 {
+            0 => format!("What is {a}+{b}? Answer with just the number."),
+            1 => format!("{a} * {b} = {}", a * b),
+            2 => format!("x={digits}, y=-{b}.{}", next(100)),
+            3 => format!("The total was ${},{:03}.{:02} in 20{:02}.", a / 1000, a % 1000, b % 100, b % 30),
+            4 => format!("{digits}{digits}"),
+            5 => format!("step {b}: {a}/{}={:.4}", b + 1, a as f64 / (b + 1) as f64),
+            6 => format!("{}%, {}km, {}x{} px", b % 101, a, b, a % 4096),
+            7 => format!("2026-{:02}-{:02}T{:02}:{:02}:{:02}Z", 1 + b % 12, 1 + a % 28, b % 24, a % 60, b % 60),
+            8 => format!("  {a}\n\t{b}  {digits} "),
+            9 => format!("٣٤٥ and ５６ and {a}½ and Ⅻ {b}"),
+            10 => format!("id{digits}abc{b}def"),
+            _ => format!("#### {a}"),
+        });
+    }
+    out
+}
+
+#[test]
+fn smollm2_tokenizer_splits_every_digit_as_llama_cpp_does() {
+    let tok = Tokenizer::load(&real("SmolLM2-135M-Instruct")).unwrap();
+    let mut cases = Vec::new();
+    for text in number_texts(1200) {
+        let ids = tok.encode(&text).unwrap();
+        assert_eq!(tok.decode(&ids), text);
+        cases.push(json!({"text": text, "ids": ids}).to_string() + "\n");
+    }
+    let gguf = real("gguf/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = python_with_stdin(&[&script("check_digit_split.py"), gguf.to_str().unwrap()], cases.concat().as_bytes());
+    let report: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    eprintln!("{report}");
+    assert_eq!(report["cases"], 1200);
+    assert_eq!(report["mismatches"], 0, "{report}");
+    // The check can tell: transformers' GGUF tokenizer (no digit split) differs on many of these.
+    assert!(report["transformers_gguf_differs"].as_u64().unwrap() > 100, "{report}");
+}
+
+/// Chat records over SmolLM2's vocabulary: a rendered prompt and a response.
+fn chat_records(tok: &Tokenizer) -> Vec<Value> {
+    let template = ChatTemplate::from_tokenizer(tok).unwrap();
+    let pairs = [
+        ("What is 12+35? Answer with just the number.", "47"),
+        ("Name a primary colour.", "Blue is a primary colour."),
+        (
+            "Write a haiku about the sea.",
+            "Waves fold into foam,\nsalt wind carries gull voices,\nthe tide keeps its time.",
+        ),
+        ("How many legs does a spider have?", "A spider has 8 legs."),
+    ];
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(i, (q, a))| {
+            let prompt = template.render(&[json!({"role": "user", "content": q})], None, true).unwrap();
+            let p = tok.encode(&prompt).unwrap();
+            let mut tokens = p.clone();
+            tokens.extend(tok.encode(&format!("{a}<|im_end|>")).unwrap());
+            let n = tokens.len() - p.len();
+            json!({"prompt_id": format!("p{i}"), "tokens": tokens, "prompt_len": p.len(), "loss_mask": vec![1; n]})
+        })
+        .collect()
+}
+
+#[test]
+fn smollm2_logprobs_equal_transformers() {
+    let model = real("SmolLM2-135M-Instruct");
+    let tok = Tokenizer::load(&model).unwrap();
+    let recs = chat_records(&tok);
+    let dir = tmpdir();
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(&input, recs.iter().map(|r| r.to_string() + "\n").collect::<String>()).unwrap();
+    run(
+        "arl-train",
+        &[
+            "logprobs",
+            "--model",
+            model.to_str().unwrap(),
+            "--threads",
+            "2",
+            "-i",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+        ],
+        b"",
+    )
+    .ok();
+    let ours: Vec<Value> =
+        std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let theirs = python_with_stdin(
+        &[&script("hf_logprobs.py"), model.to_str().unwrap()],
+        std::fs::read(&input).unwrap().as_slice(),
+    );
+    let theirs: Vec<Vec<f64>> = theirs.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(ours.len(), theirs.len());
+    let mut worst = 0f64;
+    for (r, t) in ours.iter().zip(&theirs) {
+        let lp: Vec<f64> = r["ref_log_probs"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(lp.len(), t.len());
+        for (a, b) in lp.iter().zip(t) {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    eprintln!("SmolLM2 log-probs: largest difference to transformers {worst:.2e}");
+    assert!(worst < 1e-4, "largest log-prob difference {worst}");
+    // A pretrained model, not noise: far above a uniform guess's ln(1/49152) = −10.8.
+    let mean: f64 = theirs.iter().flatten().sum::<f64>() / theirs.iter().flatten().count() as f64;
+    assert!(mean > -6.0, "mean log-prob {mean}");
+}
