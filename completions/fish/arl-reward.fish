@@ -26,6 +26,7 @@ game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --ar
 arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
 complete -c arl-reward -l tolerance -d 'math: relative tolerance for numbers (0 = exact comparison of rationals)' -r
+complete -c arl-reward -l last-number-credit -d 'math: partial credit W (0 < W < 1) for a response with neither `\\boxed{}` nor an `Answer:` line whose last number equals the label — a denser reward for a model that answers in its own words; accuracy (`reward_detail.score` ≥ 1) counts full credit only' -r
 complete -c arl-reward -l pattern -d 'regex: the pattern (Rust regex syntax)' -r
 complete -c arl-reward -l weight -d 'regex: the reward for a match' -r
 complete -c arl-reward -l test-timeout -d 'code: time limit of one test or one stdin/stdout case, seconds' -r
@@ -35,6 +36,9 @@ complete -c arl-reward -l concurrency -d 'Records (or sandboxes) scored at once,
 complete -c arl-reward -l url -d 'remote: the scorer\'s URL' -r
 complete -c arl-reward -l timeout -d 'remote (and SandboxFusion): timeout of one request, seconds' -r
 complete -c arl-reward -l retries -d 'remote (and SandboxFusion): attempts per request (transport errors and HTTP 5xx are retried)' -r
+complete -c arl-reward -l tool-call-parser -d 'sql, api, web: how the model wrote its tool calls (SGLang\'s names, as given to `arl-rollout`): `qwen25` (also `qwen`, `hermes`), `llama3`, `mistral`' -r -f -a "qwen25\t'`<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Qwen2.5, Qwen3, Hermes)'
+llama3\t'`{"name": …, "parameters": {…}}`, optionally after `<|python_tag|>`, `;` between calls (Llama 3.x)'
+mistral\t'`[TOOL_CALLS] [{"name": …, "arguments": {…}}, …]` (Mistral)'"
 complete -c arl-reward -l sql-url -d 'sql: PostgreSQL admin URL; each record gets its own schema and a read-only role (default: an in-memory SQLite database per record)' -r
 complete -c arl-reward -l sql-timeout -d 'sql: time limit of one query, seconds' -r
 complete -c arl-reward -l openapi -d 'api: the service\'s OpenAPI spec (URL or file), as given to `arl-rollout --openapi`' -r

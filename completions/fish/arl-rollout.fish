@@ -14,8 +14,16 @@ complete -c arl-rollout -l concurrency -d 'Most `/generate` requests in flight a
 complete -c arl-rollout -l request-timeout -d 'Timeout of one `/generate` request, in seconds' -r
 complete -c arl-rollout -l max-retries -d 'Retries of a failed request (connection error, timeout, HTTP 408/429/5xx) before the run fails' -r
 complete -c arl-rollout -l retry-backoff -d 'First retry delay in seconds; doubles per retry, capped at 10 s' -r
-complete -c arl-rollout -l tokenizer -d 'Model or tokenizer directory: `tokenizer.json` and `tokenizer_config.json` (its `chat_template`, `eos_token`)' -r -F
+complete -c arl-rollout -l tokenizer -d 'Model or tokenizer directory: `tokenizer.json`, the chat template (`chat_template.jinja`, else `chat_template` in `tokenizer_config.json`), `eos_token`, and the end-of-sequence ids of `generation_config.json`' -r -F
 complete -c arl-rollout -l system -d 'System message put first when a prompt has none' -r
+complete -c arl-rollout -l chat-template-kwargs -d 'Variables for the chat template, a JSON object (vLLM\'s and SGLang\'s `--chat-template-kwargs`), e.g. `{"enable_thinking": false}` for Qwen3; every rendering gets them, the tool turns included' -r
+complete -c arl-rollout -l tool-call-parser -d 'How the model writes tool calls (SGLang\'s names): `qwen25` (also `qwen`, `hermes`), `llama3`, `mistral`' -r -f -a "qwen25\t'`<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Qwen2.5, Qwen3, Hermes)'
+llama3\t'`{"name": …, "parameters": {…}}`, optionally after `<|python_tag|>`, `;` between calls (Llama 3.x)'
+mistral\t'`[TOOL_CALLS] [{"name": …, "arguments": {…}}, …]` (Mistral)'"
+complete -c arl-rollout -l tool-header -d 'Tool header template for a chat template without a tool section (tools put in the system message)' -r -F
+complete -c arl-rollout -l tool-header-mode -d 'When the tool header is used: `auto` (the template has no tool section), `on`, `off`' -r -f -a "auto\t'When the chat template ignores `tools`'
+on\t'Always, instead of the template\'s own tool section'
+off\t'Never'"
 complete -c arl-rollout -s n -l n-samples-per-prompt -d 'Samples per prompt (the group size)' -r
 complete -c arl-rollout -l temperature -d 'Sampling temperature' -r
 complete -c arl-rollout -l top-p -d 'Nucleus sampling threshold' -r

@@ -5,6 +5,13 @@ complete -c arl-serve -l dtype -d 'Weight dtype: `auto` (float32 on CPU; the che
 complete -c arl-serve -l weight-version -d 'Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)' -r
 complete -c arl-serve -l served-model-name -d 'Model name in `/v1/models` and chat responses; default: `--model-path`' -r
 complete -c arl-serve -l scripted -d 'TEST DOUBLE: answer from a JSONL file of scripted completions (`{"completion": TEXT, "when"?: SUBSTRING, "token_delay_ms"?: MS}`; the entry whose `when` occurs latest in the prompt wins, else entries without `when` in turn; a decode step holding a completion with `token_delay_ms` takes that long), tokenised with the model\'s tokenizer, instead of running the model. Only the tokenizer and config of `--model-path` are read' -r -F
+complete -c arl-serve -l tool-call-parser -d 'How the model writes tool calls (SGLang\'s names): `qwen25` (also `qwen`, `hermes`), `llama3`, `mistral`' -r -f -a "qwen25\t'`<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Qwen2.5, Qwen3, Hermes)'
+llama3\t'`{"name": …, "parameters": {…}}`, optionally after `<|python_tag|>`, `;` between calls (Llama 3.x)'
+mistral\t'`[TOOL_CALLS] [{"name": …, "arguments": {…}}, …]` (Mistral)'"
+complete -c arl-serve -l tool-header -d 'Tool header template for a chat template without a tool section (tools put in the system message)' -r -F
+complete -c arl-serve -l tool-header-mode -d 'When the tool header is used: `auto` (the template has no tool section), `on`, `off`' -r -f -a "auto\t'When the chat template ignores `tools`'
+on\t'Always, instead of the template\'s own tool section'
+off\t'Never'"
 complete -c arl-serve -l host -d 'Address to bind (loopback by default; `0.0.0.0` exposes the server)' -r
 complete -c arl-serve -l port -d 'Port (0 picks a free one; the bound address is printed on stderr)' -r
 complete -c arl-serve -l api-key -d 'Require `Authorization: Bearer KEY` on every route but `/health`' -r

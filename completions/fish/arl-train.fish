@@ -98,6 +98,7 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "init" -d 'Write
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
+complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l config -d 'Model config (HF `config.json` keys: model_type, vocab_size, hidden_size, …)' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l tokenizer -d 'Directory whose tokenizer files are copied into the model' -r -F
@@ -136,8 +137,11 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l format -d
 parquet\t''"
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand convert" -l out -d 'The model directory to create (must not exist, or be empty)' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand convert" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

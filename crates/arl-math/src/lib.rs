@@ -30,6 +30,9 @@ use normalize::{clean, finish, hedge, top_level_split};
 pub struct MathOpts {
     /// Relative tolerance for numeric comparison; 0 = exact for rationals.
     pub tolerance: f64,
+    /// Partial credit (0 = off) for a response with neither `\boxed{}` nor
+    /// an `Answer:` line whose last number equals the label.
+    pub last_number_credit: f64,
 }
 
 /// The verdict with everything the grader saw.
@@ -44,6 +47,9 @@ pub struct MathVerdict {
     /// How the match was decided (`value`, `symbolic`, `string`, `list`), or why not.
     pub how: &'static str,
     pub hedge: Option<&'static str>,
+    /// The reward: 1 when correct, [`MathOpts::last_number_credit`] for a
+    /// right last number without an answer line, else 0.
+    pub credit: f64,
 }
 
 impl MathVerdict {
@@ -162,8 +168,23 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
         label_normalized: label_norm.clone(),
         how: "no_answer",
         hedge: None,
+        credit: 0.0,
     };
-    let Some(mut ex) = extracted else { return v };
+    let Some(mut ex) = extracted else {
+        if opts.last_number_credit > 0.0 {
+            if let Some(n) = last_number(response) {
+                let norm = finish(&clean(n));
+                if equal_one(&norm, &label_norm, opts.tolerance).0 {
+                    v.extracted = Some(n.to_string());
+                    v.source = Some("last_number");
+                    v.normalized = Some(norm);
+                    v.how = "last_number";
+                    v.credit = opts.last_number_credit;
+                }
+            }
+        }
+        return v;
+    };
     // `\boxed{\boxed{4}}`: the innermost box is the answer.
     while let Some(inner) = boxed_all(ex).pop() {
         if inner.len() >= ex.len() {
@@ -219,7 +240,44 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
     let (ok, how) = equal_one(&ans_norm, &label_norm, opts.tolerance);
     v.correct = ok;
     v.how = how;
+    v.credit = if ok { 1.0 } else { 0.0 };
     v
+}
+
+/// The last number of a text (`-12`, `1,234`, `3.5`), without a trailing period.
+fn last_number(text: &str) -> Option<&str> {
+    let b = text.as_bytes();
+    let mut end = b.len();
+    while end > 0 && !b[end - 1].is_ascii_digit() {
+        end -= 1;
+    }
+    if end == 0 {
+        return None;
+    }
+    let mut start = end;
+    while start > 0 && (b[start - 1].is_ascii_digit() || b[start - 1] == b',' || b[start - 1] == b'.') {
+        start -= 1;
+    }
+    while start < end && !b[start].is_ascii_digit() {
+        start += 1;
+    }
+    if start > 0 && b[start - 1] == b'-' {
+        start -= 1;
+    }
+    Some(&text[start..end])
+}
+
+/// Whether a normalised answer only restates a computation of the prompt
+/// (`9+8` for "What is 9+8?"): an answer with an operator that occurs in the
+/// prompt as it stands (white space aside). An RL policy on arithmetic found
+/// that a grader comparing by value paid for repeating the question's
+/// expression; `arl-reward` scores such answers 0 (`match: "restated"`).
+pub fn restates_prompt(answer: &str, prompt: &str) -> bool {
+    let compact = |t: &str| -> String { t.chars().filter(|c| !c.is_whitespace()).collect() };
+    let a = compact(answer);
+    let body = a.strip_prefix('-').unwrap_or(&a);
+    let has_operator = body.chars().any(|c| matches!(c, '+' | '-' | '*' | '/' | '^' | '×' | '÷'));
+    has_operator && compact(prompt).contains(&a)
 }
 
 #[cfg(test)]
@@ -242,6 +300,29 @@ mod tests {
         assert_eq!(answer_line("Answer: 18855<|im_end|>"), Some("18855"));
         assert_eq!(answer_line("Answer: 5</s>"), Some("5"));
         assert_eq!(answer_line("Answer: <|im_end|>"), None);
+    }
+
+    #[test]
+    fn a_restated_computation_is_recognised() {
+        assert!(restates_prompt("9+8", "What is 9 + 8?"));
+        assert!(restates_prompt("80-9", "What is 80-9? Reply in the form: The answer is N."));
+        assert!(restates_prompt("347*29", "What is 347*29?"));
+        assert!(!restates_prompt("17", "What is 9+8?"), "a number is a result");
+        assert!(!restates_prompt("-5", "What is -2-3?"));
+        assert!(!restates_prompt("24/2", "What is 3*4?"), "a computation the prompt does not hold");
+    }
+
+    #[test]
+    fn last_number_credit_only_without_an_answer_line() {
+        let o = MathOpts { last_number_credit: 0.5, ..MathOpts::default() };
+        let c = |r: &str, l: &str| grade(r, l, &o).credit;
+        assert_eq!(c("9 + 8 = 17", "17"), 0.5);
+        assert_eq!(c("It is -1,204.", "-1204"), 0.5);
+        assert_eq!(c("9 + 8 = 16", "17"), 0.0);
+        assert_eq!(c("The answer is 17.", "17"), 1.0);
+        assert_eq!(c("Answer: 16\nno wait, 17", "17"), 0.0, "an answer line decides");
+        assert_eq!(grade("9 + 8 = 17", "17", &MathOpts::default()).credit, 0.0, "off by default");
+        assert!(!grade("9 + 8 = 17", "17", &o).correct);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! replay episode is deleted once read. 1 when
 //! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
 use super::{Score, ScoreError};
-use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_chat::toolcall::Call;
 use arl_core::record::Record;
 use arl_env::shop::{check_goal, Shop};
 use arl_env::tools::openapi::BlockingApi;
@@ -18,6 +18,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct ApiOpts {
     pub client: Arc<BlockingApi>,
+    /// How the model writes tool calls (`--tool-call-parser`).
+    pub parser: arl_chat::toolcall::Parser,
 }
 
 impl std::fmt::Debug for ApiOpts {
@@ -36,7 +38,7 @@ impl super::goal::GoalEnv for ApiOpts {
         })?;
         let id = c.start(setup).map_err(|e| ScoreError(format!("starting a replay episode: {e}")))?;
         let (mut n, mut errors) = (0, 0);
-        for call in parse_tool_calls(response) {
+        for call in self.parser.parse_transcript(response) {
             if let Call::Ok { name, arguments } = call {
                 n += 1;
                 if c.call(&id, &name, &arguments).error {

@@ -171,13 +171,21 @@ pub fn base_score(rm: &Rm, sandbox: Option<&Sandbox>, r: &Record) -> Result<Scor
             for l in &labels {
                 let v = math::grade(resp, l, o);
                 let done = v.correct;
-                best = Some(v);
+                if best.as_ref().is_none_or(|b: &math::MathVerdict| v.credit >= b.credit) {
+                    best = Some(v);
+                }
                 if done {
                     break;
                 }
             }
-            let v = best.ok_or_else(|| err("field `label`: empty list"))?;
-            Ok(Score { reward: if v.correct { 1.0 } else { 0.0 }, detail: v.to_json(), explain: v.explain() })
+            let mut v = best.ok_or_else(|| err("field `label`: empty list"))?;
+            // Repeating the question's computation ("The answer is 9 + 8.") is not an answer.
+            if let (Some(n), Some(p)) = (&v.normalized, &r.prompt) {
+                if v.credit > 0.0 && math::restates_prompt(n, p) {
+                    (v.correct, v.credit, v.how) = (false, 0.0, "restated");
+                }
+            }
+            Ok(Score { reward: v.credit as f32, detail: v.to_json(), explain: v.explain() })
         }
         Rm::Exact => text::exact(need_response(r)?, need_label(r)?),
         Rm::F1 => text::f1(need_response(r)?, need_label(r)?),

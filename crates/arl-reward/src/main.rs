@@ -123,6 +123,12 @@ pub struct Args {
     #[arg(long, default_value_t = 0.0, value_name = "TOL", help_heading = "math")]
     pub tolerance: f64,
 
+    /// math: partial credit W (0 < W < 1) for a response with neither `\boxed{}` nor an
+    /// `Answer:` line whose last number equals the label — a denser reward for a model that
+    /// answers in its own words; accuracy (`reward_detail.score` ≥ 1) counts full credit only
+    #[arg(long, default_value_t = 0.0, value_name = "W", help_heading = "math")]
+    pub last_number_credit: f64,
+
     /// regex: the pattern (Rust regex syntax)
     #[arg(long, value_name = "REGEX", help_heading = "regex")]
     pub pattern: Option<String>,
@@ -159,6 +165,12 @@ pub struct Args {
     /// remote (and SandboxFusion): attempts per request (transport errors and HTTP 5xx are retried)
     #[arg(long, default_value_t = 3, value_name = "N", help_heading = "remote")]
     pub retries: u32,
+
+    /// sql, api, web: how the model wrote its tool calls (SGLang's names, as given to
+    /// `arl-rollout`): `qwen25` (also `qwen`, `hermes`), `llama3`, `mistral`
+    #[arg(long, default_value = "qwen25", value_name = "NAME", help_heading = "sql",
+          long_help = arl_chat::toolcall::PARSER_HELP)]
+    pub tool_call_parser: arl_chat::toolcall::Parser,
 
     /// sql: PostgreSQL admin URL; each record gets its own schema and a
     /// read-only role (default: an in-memory SQLite database per record)
@@ -317,7 +329,7 @@ const DEFAULT_MAP: &[(&str, RmName)] = &[
 
 fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
     Ok(match name {
-        RmName::Math => Rm::Math(MathOpts { tolerance: a.tolerance }),
+        RmName::Math => Rm::Math(MathOpts { tolerance: a.tolerance, last_number_credit: a.last_number_credit }),
         RmName::Exact => Rm::Exact,
         RmName::F1 => Rm::F1,
         RmName::Regex => {
@@ -341,6 +353,7 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
             backend: arl_env::sql::Backend::from_url(a.sql_url.as_deref())
                 .map_err(|e| cli::usage(format!("`--sql-url`: {e}")))?,
             timeout: Duration::from_secs_f64(a.sql_timeout),
+            parser: a.tool_call_parser,
             ..Default::default()
         }),
         RmName::Api => {
@@ -348,7 +361,7 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
             let api =
                 arl_env::tools::openapi::OpenApi::load(spec).map_err(|e| cli::usage(format!("`--openapi`: {e:#}")))?;
             let client = arl_env::tools::openapi::BlockingApi::new(api, Duration::from_secs_f64(a.timeout))?;
-            Rm::Api(reward::api::ApiOpts { client: std::sync::Arc::new(client) })
+            Rm::Api(reward::api::ApiOpts { client: std::sync::Arc::new(client), parser: a.tool_call_parser })
         }
         RmName::Game => Rm::Game(reward::arena::GameOpts {
             win: a.game_win,
@@ -370,7 +383,9 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
                 .clone()
                 .or_else(arl_env::web::cdp::find_chromium)
                 .map(|chromium| arl_env::web::cdp::LaunchOpts { chromium, allow: vec![hostport], timeout });
-            Rm::Web(std::sync::Arc::new(reward::web::WebOpts::new(&origin, launch, timeout)?))
+            let mut web = reward::web::WebOpts::new(&origin, launch, timeout)?;
+            web.parser = a.tool_call_parser;
+            Rm::Web(std::sync::Arc::new(web))
         }
         RmName::Cmd => return Err(cli::usage("`cmd` cannot be chosen per record; use `--rm cmd` on its own")),
         RmName::Arena => {
@@ -528,6 +543,12 @@ fn build_judge(a: &Args) -> Result<reward::arena::Judge> {
 pub fn run(a: Args) -> Result<ExitCode> {
     if a.concurrency == 0 {
         return Err(cli::usage("`--concurrency` must be at least 1"));
+    }
+    if !(0.0..1.0).contains(&a.last_number_credit) {
+        return Err(cli::usage(format!(
+            "`--last-number-credit {}`: expected 0 ≤ W < 1 (full credit is for an answer the grader reads)",
+            a.last_number_credit
+        )));
     }
     let spec = build_spec(&a)?;
     let mut inp = cli::Input::open(&a.input.spec()?)?;

@@ -20,16 +20,24 @@ pub struct SqlOpts {
     pub timeout: Duration,
     /// Rows a result may have to be compared.
     pub max_rows: usize,
+    /// How the model writes tool calls (`--tool-call-parser`).
+    pub parser: arl_chat::toolcall::Parser,
 }
 
 impl Default for SqlOpts {
     fn default() -> Self {
-        SqlOpts { backend: Backend::Sqlite, timeout: Duration::from_secs(5), max_rows: 10_000 }
+        SqlOpts {
+            backend: Backend::Sqlite,
+            timeout: Duration::from_secs(5),
+            max_rows: 10_000,
+            parser: arl_chat::toolcall::Parser::default(),
+        }
     }
 }
 
-/// The query a response answers with, and where it was found.
-pub fn extract_query(resp: &str) -> Option<(String, &'static str)> {
+/// The query a response answers with, and where it was found (a fenced
+/// block, else the last `sql` call written in `parser`'s format).
+pub fn extract_query(resp: &str, parser: arl_chat::toolcall::Parser) -> Option<(String, &'static str)> {
     // The last fenced block in SQL (or unlabelled) that is not inside a tool call.
     let mut best: Option<String> = None;
     let mut rest = resp;
@@ -48,7 +56,7 @@ pub fn extract_query(resp: &str) -> Option<(String, &'static str)> {
     if let Some(q) = best {
         return Some((q, "sql block"));
     }
-    arl_chat::toolcall::parse_tool_calls(resp).into_iter().rev().find_map(|c| match c {
+    parser.parse_transcript(resp).into_iter().rev().find_map(|c| match c {
         arl_chat::toolcall::Call::Ok { name, arguments } if name == "sql" => {
             arguments.get("query").and_then(Value::as_str).map(|q| (q.to_string(), "tool call"))
         }
@@ -81,7 +89,7 @@ pub fn score(o: &SqlOpts, r: &Record) -> Result<Score, ScoreError> {
     let meta = r.metadata.clone().map_or(Value::Null, Value::Object);
     let task = TaskDb::from_metadata(&meta).map_err(ScoreError)?;
     let mut detail = json!({"backend": o.backend.name(), "ordered": ordered});
-    let Some((query, from)) = extract_query(resp) else {
+    let Some((query, from)) = extract_query(resp, o.parser) else {
         return Ok(zero(detail, "no SQL query in the response (neither a ```sql block nor an `sql` tool call)".into()));
     };
     detail["query"] = json!(query);
@@ -123,5 +131,24 @@ pub fn score(o: &SqlOpts, r: &Record) -> Result<Score, ScoreError> {
             detail["outcome"] = json!("mismatch");
             Ok(zero(detail, why))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arl_chat::toolcall::Parser;
+
+    #[test]
+    fn the_last_sql_call_in_the_chosen_format() {
+        // A ChatML episode in the llama3 format: two `sql` calls, a tool output between.
+        let resp = "{\"name\": \"sql\", \"parameters\": {\"query\": \"SELECT 1\"}}<|im_end|>\n<|im_start|>tool\n\
+                    {\"name\": \"sql\", \"rows\": 1}<|im_end|>\n<|im_start|>assistant\n\
+                    {\"name\": \"sql\", \"parameters\": {\"query\": \"SELECT name FROM t\"}}<|im_end|>";
+        assert_eq!(extract_query(resp, Parser::Llama3), Some(("SELECT name FROM t".into(), "tool call")));
+        assert_eq!(extract_query(resp, Parser::Qwen25), None);
+        let qwen = "<tool_call>\n{\"name\": \"sql\", \"arguments\": {\"query\": \"SELECT 2\"}}\n</tool_call>";
+        assert_eq!(extract_query(qwen, Parser::Qwen25), Some(("SELECT 2".into(), "tool call")));
+        assert_eq!(extract_query(qwen, Parser::Llama3), None);
     }
 }

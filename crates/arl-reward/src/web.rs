@@ -9,7 +9,7 @@
 //! the first replay), and the replay episode is deleted once read. 1 when
 //! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
 use super::{Score, ScoreError};
-use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_chat::toolcall::{Call, Parser};
 use arl_core::record::Record;
 use arl_env::web::cdp::{Browser, LaunchOpts};
 use arl_env::web::site::{check_goal, State};
@@ -24,6 +24,8 @@ pub struct WebOpts {
     /// How to start the browser for replays; `None`: no Chromium was found.
     pub launch: Option<LaunchOpts>,
     pub max_chars: usize,
+    /// How the model writes tool calls (`--tool-call-parser`).
+    pub parser: Parser,
     browser: Mutex<Option<Arc<Browser>>>,
 }
 
@@ -34,6 +36,7 @@ impl Clone for WebOpts {
             http: self.http.clone(),
             launch: self.launch.clone(),
             max_chars: self.max_chars,
+            parser: self.parser,
             browser: Mutex::new(self.browser.lock().unwrap_or_else(|p| p.into_inner()).clone()),
         }
     }
@@ -52,6 +55,7 @@ impl WebOpts {
             http: arl_http::client::blocking_builder().timeout(timeout).build()?,
             launch,
             max_chars: 4000,
+            parser: Parser::default(),
             browser: Mutex::new(None),
         })
     }
@@ -128,7 +132,9 @@ impl super::goal::GoalEnv for WebOpts {
         let setup = r.meta("web_setup").ok_or_else(|| {
             ScoreError("field `metadata.web_setup`: missing; a web task carries the site's initial state".into())
         })?;
-        let calls: Vec<(String, Value)> = parse_tool_calls(response)
+        let calls: Vec<(String, Value)> = self
+            .parser
+            .parse_transcript(response)
             .into_iter()
             .filter_map(|c| match c {
                 Call::Ok { name, arguments } if TOOLS.contains(&name.as_str()) => Some((name, arguments)),

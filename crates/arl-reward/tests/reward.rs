@@ -337,3 +337,31 @@ fn tasks_are_reproducible_and_difficulty_adapts() {
     assert!(call.ends_with("\"}}\n</tool_call>"), "{call}");
     assert_eq!(hard["messages"][2]["role"], "tool");
 }
+
+/// Found by GRPO on SmolLM2 (experiments/smollm2-arith.env): within five steps
+/// the policy answered "The answer is 9 + 8." and the grader, comparing by
+/// value, paid for it. A computation copied from the prompt is not an answer;
+/// `--last-number-credit` pays part for a right last number without an
+/// answer line, and accuracy (`score` ≥ 1) counts only full credit.
+#[test]
+fn restated_computations_score_zero_and_last_number_credit_is_partial() {
+    let rec = |i: usize, resp: &str| {
+        json!({"prompt_id": format!("p{i}"), "data_source": "arith", "prompt": "What is 9+8? Reply in the form: The answer is N.",
+               "label": "17", "response": resp})
+    };
+    let recs = [
+        rec(0, "The answer is 9 + 8."),
+        rec(1, "The answer is 17."),
+        rec(2, "9 + 8 = 17"),
+        rec(3, "9 + 8 = 16"),
+        rec(4, "The answer is 34/2."),
+    ];
+    let out = jsonl(&run("arl-reward", &["--rm", "auto", "--last-number-credit", "0.5"], &lines(&recs)).ok().stdout);
+    let got: Vec<(f64, &str)> =
+        out.iter().map(|r| (r["reward"].as_f64().unwrap(), r["reward_detail"]["match"].as_str().unwrap())).collect();
+    assert_eq!(got, [(0.0, "restated"), (1.0, "string"), (0.5, "last_number"), (0.0, "no_answer"), (1.0, "value")]);
+    // Without the flag a right last number earns nothing; an out-of-range credit is a usage error.
+    let out = jsonl(&run("arl-reward", &["--rm", "auto"], &lines(&recs[2..3])).ok().stdout);
+    assert_eq!(out[0]["reward"], 0.0);
+    assert_eq!(run("arl-reward", &["--rm", "auto", "--last-number-credit", "1"], &lines(&recs[..1])).code, 2);
+}

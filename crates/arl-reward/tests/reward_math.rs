@@ -200,7 +200,7 @@ fn last_box_wins_nested_braces_and_tolerance() {
     assert!(grade("first try \\boxed{{{4}}}", "4", &o).correct);
     assert!(!grade("no final answer", "4", &o).correct);
     assert!(!grade("\\boxed{0.333}", "1/3", &o).correct);
-    assert!(grade("\\boxed{0.333}", "1/3", &MathOpts { tolerance: 1e-2 }).correct);
+    assert!(grade("\\boxed{0.333}", "1/3", &MathOpts { tolerance: 1e-2, ..MathOpts::default() }).correct);
     let v = grade("Answer: 12 cm", "12", &o);
     assert_eq!(v.source, Some("answer_line"));
     assert_eq!(v.normalized.as_deref(), Some("12"));

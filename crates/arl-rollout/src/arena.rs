@@ -24,7 +24,7 @@
 //! reward, so records stay replayable under another reward scale.
 use crate::client::GenError;
 use crate::episode::{Episode, Shared};
-use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_chat::toolcall::Call;
 use arl_core::record::{Record, Status};
 use arl_env::arena::game::{self, Board, Game, Outcome};
 use serde_json::{json, Value};
@@ -165,7 +165,7 @@ pub async fn play(
                 if !seat.started {
                     let text = seat_prompt(game, s, &board, task_prompt);
                     let rendered = match &sh.template {
-                        Some(t) => t.render(&[json!({"role": "user", "content": text})], Some(&defs), true).map_err(GenError::Fatal)?,
+                        Some(t) => sh.render(t, &[json!({"role": "user", "content": text})], Some(&defs)).map_err(GenError::Fatal)?,
                         None => text.clone(),
                     };
                     let ids = sh.tokenizer.encode(&rendered).map_err(GenError::Fatal)?;
@@ -215,7 +215,7 @@ pub async fn play(
                 aborts = 0;
                 seat.ep.turns += 1;
                 let text = sh.tokenizer.decode(&seat.ep.tokens[start..]);
-                let calls = parse_tool_calls(&text);
+                let calls = sh.parser.parse(&text);
                 seat.ep.tool_calls += calls.len() as u32;
                 let verdict = judge_turn(game, &board, &calls, &g.finish);
                 match verdict {
@@ -285,7 +285,7 @@ pub async fn play(
             let text = seat_prompt(game, s, &board, task_prompt);
             let rendered = match &sh.template {
                 Some(t) => {
-                    t.render(&[json!({"role": "user", "content": text})], Some(&defs), true).map_err(GenError::Fatal)?
+                    sh.render(t, &[json!({"role": "user", "content": text})], Some(&defs)).map_err(GenError::Fatal)?
                 }
                 None => text.clone(),
             };
@@ -315,8 +315,8 @@ fn append_observation(
 ) -> Result<bool, GenError> {
     let Some(template) = &sh.template else { return Ok(false) };
     let mut text = template.tool_turn(Some(defs), &[obs.to_string()]).map_err(GenError::Fatal)?;
-    if let (Some(id), Some(eos)) = (sh.eos_id, &sh.eos_text) {
-        if ep.tokens.last() != Some(&id) {
+    if let Some(eos) = &sh.eos_text {
+        if !ep.tokens.last().is_some_and(|t| sh.eos_ids.contains(t)) {
             text.insert_str(0, eos);
         }
     }

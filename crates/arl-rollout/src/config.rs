@@ -36,6 +36,14 @@ pub struct Config {
     pub system: Option<String>,
     /// Prompts are raw text, not rendered with the chat template.
     pub no_chat_template: bool,
+    /// Variables for every rendering of the chat template (`--chat-template-kwargs`).
+    pub chat_template_kwargs: serde_json::Map<String, serde_json::Value>,
+    /// How the model writes tool calls (`--tool-call-parser`).
+    pub tool_call_parser: arl_chat::toolcall::Parser,
+    /// A tool header template replacing the default (`--tool-header`).
+    pub tool_header: Option<PathBuf>,
+    /// When tools go into the system message as a header (`--tool-header-mode`).
+    pub tool_header_mode: arl_chat::tool_header::HeaderMode,
 
     /// Samples per prompt (≥ 1).
     pub n_samples_per_prompt: u32,

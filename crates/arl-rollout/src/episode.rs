@@ -7,7 +7,8 @@ use super::client::{Client, GenError};
 use super::env::Env;
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
-use arl_chat::toolcall::{parse_tool_calls, Call};
+use arl_chat::tool_header::ToolPrompt;
+use arl_chat::toolcall::{Call, Parser};
 use arl_core::record::Status;
 use arl_env::tools::{EpisodeState, Registry, ToolOutput};
 use serde_json::Value;
@@ -18,9 +19,15 @@ pub struct Shared {
     pub client: Client,
     pub tokenizer: Arc<Tokenizer>,
     pub template: Option<ChatTemplate>,
+    /// How tools reach the model with `template` (its tool section or a tool
+    /// header); none without a template.
+    pub tool_prompt: Option<ToolPrompt>,
+    /// How the model writes its tool calls (`--tool-call-parser`).
+    pub parser: Parser,
     pub tools: Registry,
-    /// Id of the end-of-turn token (`<|im_end|>`), when the tokenizer has one.
-    pub eos_id: Option<u32>,
+    /// The end-of-sequence ids (`<|im_end|>`; all of a `generation_config.json`
+    /// list): a turn that ends on none of them stopped on a stop string.
+    pub eos_ids: Vec<u32>,
     pub eos_text: Option<String>,
     /// Per-turn `max_new_tokens` cap (`--max-new-tokens`).
     pub max_new_tokens: Option<u32>,
@@ -45,6 +52,23 @@ pub struct Episode {
 }
 
 impl Shared {
+    /// `messages` rendered with `template` and the generation prompt, the
+    /// tools shown as [`Shared::tool_prompt`] shows them.
+    pub fn render(
+        &self,
+        template: &ChatTemplate,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+    ) -> anyhow::Result<String> {
+        match &self.tool_prompt {
+            Some(p) => {
+                let (messages, tools) = p.prepare(messages, tools)?;
+                template.render(&messages, tools, true)
+            }
+            None => template.render(messages, tools, true),
+        }
+    }
+
     /// Runs one episode from `prompt_ids` on endpoint `ep`.
     /// `task` is the record's `metadata`, for tools with per-task state (`sql`).
     pub async fn run_episode(
@@ -103,7 +127,7 @@ impl Shared {
                 break;
             }
             let text = self.tokenizer.decode(&e.tokens[turn_start..]);
-            let calls = parse_tool_calls(&text);
+            let calls = self.parser.parse(&text);
             if calls.is_empty() {
                 e.status = Some(Status::Completed);
                 break;
@@ -136,8 +160,8 @@ impl Shared {
             };
             // The turn stopped on a stop string, not the end-of-turn token:
             // close the turn the way the template would have.
-            if let (Some(id), Some(txt)) = (self.eos_id, &self.eos_text) {
-                if e.tokens.last() != Some(&id) {
+            if let Some(txt) = &self.eos_text {
+                if !e.tokens.last().is_some_and(|t| self.eos_ids.contains(t)) {
                     turn_text.insert_str(0, txt);
                 }
             }

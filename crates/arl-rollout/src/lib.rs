@@ -198,6 +198,34 @@ fn build_registry(cfg: &Config) -> Result<Registry> {
     Ok(reg)
 }
 
+/// How tools reach the model with `template` (`--tool-call-parser`,
+/// `--tool-header`, `--tool-header-mode`; see [`arl_chat::tool_header`]).
+fn tool_prompt(
+    cfg: &Config,
+    template: Option<&arl_chat::template::ChatTemplate>,
+) -> Result<Option<arl_chat::tool_header::ToolPrompt>> {
+    let Some(template) = template else { return Ok(None) };
+    let source = match &cfg.tool_header {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| cli::usage(format!("`--tool-header {}`: cannot read it: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let prompt =
+        arl_chat::tool_header::ToolPrompt::new(template, cfg.tool_call_parser, source.as_deref(), cfg.tool_header_mode)
+            .map_err(|e| match &cfg.tool_header {
+                Some(p) => cli::data(format!("`--tool-header {}`: {e:#}", p.display())),
+                None => e,
+            })?;
+    Ok(Some(prompt))
+}
+
+/// The model's chat template with `--chat-template-kwargs` in every rendering.
+fn chat_template(cfg: &Config, tok: &Tokenizer) -> Result<arl_chat::template::ChatTemplate> {
+    Ok(arl_chat::template::ChatTemplate::from_tokenizer(tok)?.with_kwargs(cfg.chat_template_kwargs.clone()))
+}
+
 /// Renders a prompt record into token ids.
 fn prompt_ids(rec: &Record, shared: &Shared, env: &env::Env, system: Option<&str>) -> Result<Vec<u32>, String> {
     let prompt = rec.prompt.as_deref().ok_or("field `prompt`: missing")?;
@@ -212,7 +240,7 @@ fn prompt_ids(rec: &Record, shared: &Shared, env: &env::Env, system: Option<&str
                 }
             }
             let tools = (!env.definitions.is_empty()).then_some(&env.definitions[..]);
-            t.render(&msgs, tools, true).map_err(|e| format!("field `prompt`: {e:#}"))?
+            shared.render(t, &msgs, tools).map_err(|e| format!("field `prompt`: {e:#}"))?
         }
     };
     let ids = shared.tokenizer.encode(&text).map_err(|e| format!("field `prompt`: {e:#}"))?;
@@ -253,10 +281,10 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
     arl_core::alloc::no_transparent_huge_pages();
     let out_path = cfg.output.path.clone();
     let tokenizer = Arc::new(Tokenizer::load(&cfg.tokenizer)?);
-    let template =
-        if cfg.no_chat_template { None } else { Some(arl_chat::template::ChatTemplate::from_tokenizer(&tokenizer)?) };
+    let template = if cfg.no_chat_template { None } else { Some(chat_template(&cfg, &tokenizer)?) };
+    let prompt_for = |template: &Option<arl_chat::template::ChatTemplate>| tool_prompt(&cfg, template.as_ref());
     let eos_text = tokenizer.config_str("eos_token");
-    let eos_id = eos_text.as_deref().and_then(|t| tokenizer.token_to_id(t));
+    let eos_ids = arl_chat::tokenizer::eos_ids(&tokenizer.dir, &tokenizer)?;
     let env_config: Option<Value> = match &cfg.env_config {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
@@ -322,9 +350,11 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
     let shared = Arc::new(Shared {
         client,
         tokenizer: tokenizer.clone(),
+        tool_prompt: prompt_for(&template)?,
+        parser: cfg.tool_call_parser,
         template,
         tools: registry,
-        eos_id,
+        eos_ids,
         eos_text,
         max_new_tokens: cfg.max_new_tokens,
         sampling: client::Sampling::new(sampling),
@@ -342,16 +372,15 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
                 },
                 cfg.concurrency,
             )?;
+            let template = if cfg.no_chat_template { None } else { Some(chat_template(&cfg, &tokenizer)?) };
             Some(Arc::new(Shared {
                 client,
                 tokenizer: tokenizer.clone(),
-                template: if cfg.no_chat_template {
-                    None
-                } else {
-                    Some(arl_chat::template::ChatTemplate::from_tokenizer(&tokenizer)?)
-                },
+                tool_prompt: prompt_for(&template)?,
+                parser: cfg.tool_call_parser,
+                template,
                 tools: tools::Registry::default(),
-                eos_id: shared.eos_id,
+                eos_ids: shared.eos_ids.clone(),
                 eos_text: shared.eos_text.clone(),
                 max_new_tokens: shared.max_new_tokens,
                 sampling: shared.sampling.clone(),

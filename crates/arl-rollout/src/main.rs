@@ -72,8 +72,9 @@ pub struct Args {
     #[arg(long, default_value_t = 0.5, value_name = "SECS", help_heading = "Server")]
     pub retry_backoff: f64,
 
-    /// Model or tokenizer directory: `tokenizer.json` and `tokenizer_config.json`
-    /// (its `chat_template`, `eos_token`)
+    /// Model or tokenizer directory: `tokenizer.json`, the chat template
+    /// (`chat_template.jinja`, else `chat_template` in `tokenizer_config.json`),
+    /// `eos_token`, and the end-of-sequence ids of `generation_config.json`
     #[arg(long, value_name = "DIR", help_heading = "Model")]
     pub tokenizer: PathBuf,
     /// System message put first when a prompt has none
@@ -82,6 +83,22 @@ pub struct Args {
     /// Tokenise the prompt text as is, without the chat template (no tools)
     #[arg(long, help_heading = "Model")]
     pub no_chat_template: bool,
+    /// Variables for the chat template, a JSON object (vLLM's and SGLang's
+    /// `--chat-template-kwargs`), e.g. `{"enable_thinking": false}` for Qwen3;
+    /// every rendering gets them, the tool turns included
+    #[arg(long, value_name = "JSON", help_heading = "Model")]
+    pub chat_template_kwargs: Option<String>,
+    /// How the model writes tool calls (SGLang's names): `qwen25` (also `qwen`, `hermes`), `llama3`, `mistral`
+    #[arg(long, default_value = "qwen25", value_name = "NAME", help_heading = "Model",
+          long_help = arl_chat::toolcall::PARSER_HELP)]
+    pub tool_call_parser: arl_chat::toolcall::Parser,
+    /// Tool header template for a chat template without a tool section (tools put in the system message)
+    #[arg(long, value_name = "FILE", help_heading = "Model", long_help = arl_chat::tool_header::HEADER_HELP)]
+    pub tool_header: Option<PathBuf>,
+    /// When the tool header is used: `auto` (the template has no tool section), `on`, `off`
+    #[arg(long, default_value = "auto", value_name = "MODE", env = "ARL_TOOL_HEADER_MODE", help_heading = "Model",
+          long_help = arl_chat::tool_header::MODE_HELP)]
+    pub tool_header_mode: arl_chat::tool_header::HeaderMode,
 
     /// Samples per prompt (the group size)
     #[arg(
@@ -296,6 +313,23 @@ impl Args {
             tokenizer: self.tokenizer,
             system: self.system,
             no_chat_template: self.no_chat_template,
+            chat_template_kwargs: match &self.chat_template_kwargs {
+                None => serde_json::Map::new(),
+                Some(_) if self.no_chat_template => {
+                    return Err(usage("`--chat-template-kwargs` needs the chat template (not `--no-chat-template`)"))
+                }
+                Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+                    Ok(serde_json::Value::Object(m)) => m,
+                    _ => {
+                        return Err(usage(format!(
+                            "`--chat-template-kwargs {text}`: expected a JSON object, e.g. '{{\"enable_thinking\": false}}'"
+                        )))
+                    }
+                },
+            },
+            tool_call_parser: self.tool_call_parser,
+            tool_header: self.tool_header,
+            tool_header_mode: self.tool_header_mode,
             n_samples_per_prompt: self.n_samples_per_prompt,
             temperature: self.temperature,
             top_p: self.top_p,

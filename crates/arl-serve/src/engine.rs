@@ -48,25 +48,11 @@ pub trait Engine: Send {
     fn reload(&mut self, dir: &Path) -> Result<()>;
 }
 
-/// End-of-sequence ids of a model directory: `eos_token_id` of `config.json`
-/// and `generation_config.json` (int or list), and the tokenizer's `eos_token`.
-pub fn eos_ids(dir: &Path, tok: &Tokenizer) -> Vec<u32> {
-    let mut ids = Vec::new();
-    for f in ["config.json", "generation_config.json"] {
-        let Ok(text) = std::fs::read_to_string(dir.join(f)) else { continue };
-        let Ok(v) = serde_json::from_str::<Value>(&text) else { continue };
-        match v.get("eos_token_id") {
-            Some(Value::Number(n)) => ids.extend(n.as_u64().map(|x| x as u32)),
-            Some(Value::Array(a)) => ids.extend(a.iter().filter_map(Value::as_u64).map(|x| x as u32)),
-            _ => {}
-        }
-    }
-    if let Some(id) = tok.config_str("eos_token").and_then(|t| tok.token_to_id(&t)) {
-        ids.push(id);
-    }
-    ids.sort_unstable();
-    ids.dedup();
-    ids
+/// End-of-sequence ids of a model directory ([`arl_chat::tokenizer::eos_ids`]:
+/// `eos_token_id` of `config.json` and `generation_config.json`, an id or a
+/// list, and the tokenizer's `eos_token`).
+pub fn eos_ids(dir: &Path, tok: &Tokenizer) -> Result<Vec<u32>> {
+    arl_chat::tokenizer::eos_ids(dir, tok)
 }
 
 /// `max_position_embeddings` of `config.json` (default 32768).
@@ -124,7 +110,7 @@ impl ScriptedEngine {
         if scripts.is_empty() {
             bail!("`{}` holds no scripted completion", file.display());
         }
-        let eos = *eos_ids(model_dir, &tok).first().context("the model declares no `eos_token_id`")?;
+        let eos = *eos_ids(model_dir, &tok)?.first().context("the model declares no `eos_token_id`")?;
         let vocab = tok.inner.get_vocab_size(true).max(eos as usize + 1);
         Ok(ScriptedEngine {
             context: context_len_of(model_dir),

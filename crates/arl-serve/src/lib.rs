@@ -43,6 +43,12 @@ pub struct Config {
     pub quiet: bool,
     /// Data-parallel replicas (`--dp-size`).
     pub dp_size: usize,
+    /// How the model writes tool calls (`--tool-call-parser`).
+    pub tool_call_parser: arl_chat::toolcall::Parser,
+    /// The text of `--tool-header FILE`, replacing the default tool header.
+    pub tool_header: Option<String>,
+    /// When tools go into the system message as a header (`--tool-header-mode`).
+    pub tool_header_mode: arl_chat::tool_header::HeaderMode,
 }
 
 /// Starts one scheduler thread per engine (data-parallel replicas behind a

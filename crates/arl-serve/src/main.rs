@@ -24,7 +24,9 @@ pub const TOOL: &str = "arl-serve";
 /// `/get_server_info`, `/get_load`, `/flush_cache`, `/pause_generation`,
 /// `/continue_generation`, `/abort_request`, `/update_weights_from_disk`,
 /// `/update_weight_version`, `/v1/models` and `/v1/chat/completions` (with
-/// `tools`; tool calls parsed from the Qwen `<tool_call>` form; `stream` sends
+/// `tools`; tool calls parsed in the `--tool-call-parser` format, by default
+/// the Qwen `<tool_call>` form; tools shown in a tool header when the chat
+/// template has no tool section, see `--tool-header`; `stream` sends
 /// OpenAI `chat.completion.chunk` events). Concurrent requests are batched
 /// continuously: new requests join between decode steps, prompts admitted
 /// together are prefilled in one batched forward, and each decode step is one
@@ -71,6 +73,20 @@ pub struct Args {
     /// Only the tokenizer and config of `--model-path` are read
     #[arg(long, value_name = "FILE", help_heading = "Model")]
     pub scripted: Option<PathBuf>,
+
+    /// How the model writes tool calls (SGLang's names): `qwen25` (also `qwen`, `hermes`), `llama3`, `mistral`
+    #[arg(long, default_value = "qwen25", value_name = "NAME", help_heading = "Chat",
+          long_help = arl_chat::toolcall::PARSER_HELP)]
+    pub tool_call_parser: arl_chat::toolcall::Parser,
+
+    /// Tool header template for a chat template without a tool section (tools put in the system message)
+    #[arg(long, value_name = "FILE", help_heading = "Chat", long_help = arl_chat::tool_header::HEADER_HELP)]
+    pub tool_header: Option<PathBuf>,
+
+    /// When the tool header is used: `auto` (the template has no tool section), `on`, `off`
+    #[arg(long, default_value = "auto", value_name = "MODE", env = "ARL_TOOL_HEADER_MODE", help_heading = "Chat",
+          long_help = arl_chat::tool_header::MODE_HELP)]
+    pub tool_header_mode: arl_chat::tool_header::HeaderMode,
 
     /// Address to bind (loopback by default; `0.0.0.0` exposes the server)
     #[arg(long, default_value = "127.0.0.1", value_name = "HOST", help_heading = "Server")]
@@ -140,7 +156,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let tok_dir = args.tokenizer_path.clone().unwrap_or_else(|| args.model_path.clone());
     let tok = Arc::new(Tokenizer::load(&tok_dir).context("loading the tokenizer")?);
-    let eos = engine::eos_ids(&args.model_path, &tok);
+    let eos = engine::eos_ids(&args.model_path, &tok)?;
+    let tool_header = check_tool_header(&args, &tok)?;
     let seed = args.random_seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
     });
@@ -182,9 +199,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
         scripted: args.scripted.as_ref().map(|p| p.display().to_string()),
         quiet: false,
         dp_size: args.dp_size,
+        tool_call_parser: args.tool_call_parser,
+        tool_header,
+        tool_header_mode: args.tool_header_mode,
     };
     serve::serve(cfg, engines, tok, eos)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The text of `--tool-header FILE`, checked before the model loads: an
+/// unreadable file is a usage error, a header that does not compile or
+/// render (with the model's chat template, when it has one) bad data.
+fn check_tool_header(args: &Args, tok: &Tokenizer) -> Result<Option<String>> {
+    let Some(path) = &args.tool_header else { return Ok(None) };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| cli::usage(format!("`--tool-header {}`: cannot read it: {e}", path.display())))?;
+    // Without a chat template the chat endpoint answers 400 anyway.
+    if let Ok(t) = arl_chat::template::ChatTemplate::from_tokenizer(tok) {
+        arl_chat::tool_header::ToolPrompt::new(&t, args.tool_call_parser, Some(&text), args.tool_header_mode)
+            .map_err(|e| cli::data(format!("`--tool-header {}`: {e:#}", path.display())))?;
+    }
+    Ok(Some(text))
 }
 
 fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, String)> {

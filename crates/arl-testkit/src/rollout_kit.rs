@@ -73,6 +73,10 @@ pub const QWEN25_TEMPLATE: &str = r#"{%- if tools %}
 {%- endif %}
 "#;
 
+/// SmolLM2-135M-Instruct's chat template: ChatML with a default system
+/// message and no tool section (tools reach the model through a tool header).
+pub const SMOLLM2_TEMPLATE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
 /// A template in the style of Qwen3's, using Python string methods, slicing
 /// and `namespace` (the places where minijinja and Jinja2 can differ).
 pub const QWEN3_STYLE_TEMPLATE: &str = r#"{%- set ns = namespace(last_query=messages|length - 1) %}
@@ -158,6 +162,11 @@ pub fn script(name: &str, turn: usize) -> Option<String> {
         "mcp" => vec![
             "<tool_call>\n{\"name\": \"upper\", \"arguments\": {\"text\": \"abc\"}}\n</tool_call>".into(),
             "ok".into(),
+        ],
+        // Llama 3.x JSON calls (`--tool-call-parser llama3`): two at once, then the answer.
+        "llama" => vec![
+            "{\"name\": \"calculator\", \"parameters\": {\"expression\": \"347*29\"}}; {\"name\": \"calculator\", \"parameters\": {\"expression\": \"2**10\"}}".into(),
+            "The answer is 10063.".into(),
         ],
         "slow" => return None,
         _ => vec![format!("unknown script {name}")],

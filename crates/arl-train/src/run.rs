@@ -41,7 +41,7 @@ struct Loaded {
 fn load_samples(
     args: &TrainConfig,
     input: &InputSpec,
-    tok: Option<&(Tokenizer, ChatTemplate)>,
+    tok: Option<&(Tokenizer, Result<ChatTemplate, String>)>,
 ) -> Result<(Loaded, Input)> {
     let mut inp = Input::open(input)?;
     let need = if args.loss == LossKind::Sft { Need::Sft } else { Need::Rl };
@@ -67,8 +67,9 @@ fn load_samples(
     Ok((Loaded { samples, records }, inp))
 }
 
-fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, ChatTemplate)>) -> Result<Sample, String> {
+fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, Result<ChatTemplate, String>)>) -> Result<Sample, String> {
     let (tok, renderer) = tok.ok_or("field `messages`: the model has no tokenizer to render them")?;
+    let renderer = renderer.as_ref().map_err(|e| format!("field `messages`: {e}"))?;
     let msgs =
         r.messages.as_ref().and_then(Value::as_array).ok_or("field `messages`: expected a list of chat messages")?;
     let tools = r.metadata.as_ref().and_then(|m| m.get("tools")).and_then(Value::as_array).map(Vec::as_slice);
@@ -124,13 +125,15 @@ fn placement(args: &TrainConfig, world: usize) -> Result<(Device, Kind)> {
     Ok((device, kind))
 }
 
-/// The model's tokenizer and chat template, to render `messages` for SFT.
-fn tokenizer_of(model_dir: &std::path::Path) -> Result<Option<(Tokenizer, ChatTemplate)>> {
+/// The model's tokenizer and chat template (or why it has none: said for
+/// each record with `messages`), to render `messages` for SFT.
+fn tokenizer_of(model_dir: &std::path::Path) -> Result<Option<(Tokenizer, Result<ChatTemplate, String>)>> {
     if !model_dir.join("tokenizer.json").exists() {
         return Ok(None);
     }
     let t = Tokenizer::load(model_dir)?;
-    Ok(ChatTemplate::from_tokenizer(&t).ok().map(|r| (t, r)))
+    let template = ChatTemplate::from_tokenizer(&t).map_err(|e| format!("{e:#}"));
+    Ok(Some((t, template)))
 }
 
 /// Fills in the reference log-probs (`--kl-loss-coef` over records without

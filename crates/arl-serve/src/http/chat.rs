@@ -1,12 +1,14 @@
 //! `/v1/chat/completions` for OpenAI-style agent harnesses: messages rendered
-//! with the model's own chat template (`tokenizer_config.json`), sampling
-//! mapped onto SGLang's parameters, and tool calls parsed from the Qwen/Hermes
-//! form `<tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>` the way
+//! with the model's own chat template (`tokenizer_config.json`; tools in a
+//! tool header when the template has no tool section, [`arl_chat::tool_header`]),
+//! sampling mapped onto SGLang's parameters, and tool calls parsed in the
+//! `--tool-call-parser` format, by default the Qwen/Hermes form
+//! `<tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>` the way
 //! SGLang's `qwen25` detector does (docs/reference/protocols.md §5).
 use super::{parse_sampling, AppState, Item, ItemState};
 use crate::scheduler::Finish;
 use arl_chat::tokenizer::Tokenizer;
-use arl_chat::toolcall::Call;
+use arl_chat::toolcall::{Call, Parser};
 use serde_json::{json, Map, Value};
 
 /// What the response needs to know about the request.
@@ -36,7 +38,7 @@ pub fn py_json(v: &Value) -> String {
 
 /// Renders `messages` (and `tools`) with the model's chat template, compiled
 /// once when the server started ([`AppState::template`]), ending with the
-/// generation prompt.
+/// generation prompt; tools as [`AppState::tool_prompt`] shows them.
 pub fn render(
     st: &AppState,
     messages: &Value,
@@ -44,9 +46,11 @@ pub fn render(
     extra: &Map<String, Value>,
 ) -> Result<String, String> {
     let template = st.template.as_ref().map_err(Clone::clone)?;
+    let prompt = st.tool_prompt.as_ref().map_err(Clone::clone)?;
     let messages = messages.as_array().map(Vec::as_slice).unwrap_or_default();
     let tools = tools.and_then(Value::as_array).map(Vec::as_slice);
-    template.render_with(messages, tools, true, extra).map_err(|e| format!("{e:#}"))
+    let (messages, tools) = prompt.prepare(messages, tools).map_err(|e| format!("{e:#}"))?;
+    template.render_with(&messages, tools, true, extra).map_err(|e| format!("{e:#}"))
 }
 
 /// A parsed tool call: its name and its arguments as a JSON string.
@@ -56,13 +60,13 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// Splits a completion into the text before the first `<tool_call>` (trimmed)
-/// and its calls (arl's one parser, [`arl_chat::toolcall`]), with arguments as
-/// the JSON text OpenAI's `tool_calls` carry. Malformed blocks, and calls to a
+/// Splits a completion into the text before its first call (trimmed) and its
+/// calls in `parser`'s format ([`arl_chat::toolcall`]), with arguments as
+/// the JSON text OpenAI's `tool_calls` carry. Malformed calls, and calls to a
 /// tool not offered (when `names` is not empty), are dropped, as SGLang's
-/// detector does.
-pub fn parse_tool_calls(text: &str, names: &[String]) -> (String, Vec<ToolCall>) {
-    let (content, calls) = arl_chat::toolcall::split_tool_calls(text);
+/// detectors do.
+pub fn parse_tool_calls(parser: Parser, text: &str, names: &[String]) -> (String, Vec<ToolCall>) {
+    let (content, calls) = parser.split(text);
     let calls = calls
         .into_iter()
         .filter_map(|c| match c {
@@ -202,8 +206,11 @@ fn token_entry(tok: &Tokenizer, id: u32, lp: f32) -> Value {
 /// content and parsed calls when tools are on.
 fn content_and_calls(st: &AppState, meta: &ChatMeta, s: &ItemState) -> (Value, Vec<Value>) {
     let text = s.text(&st.tok);
-    let (content, calls) =
-        if meta.parse_tools { parse_tool_calls(&text, &meta.tool_names) } else { (text, Vec::new()) };
+    let (content, calls) = if meta.parse_tools {
+        parse_tool_calls(st.cfg.tool_call_parser, &text, &meta.tool_names)
+    } else {
+        (text, Vec::new())
+    };
     let tool_calls: Vec<Value> = calls
         .iter()
         .enumerate()
@@ -372,13 +379,13 @@ mod tests {
     #[test]
     fn qwen_tool_calls() {
         let text = "Let me compute.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"347*29\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call><tool_call>not json</tool_call>";
-        let (normal, calls) = parse_tool_calls(text, &["calculator".to_string()]);
+        let (normal, calls) = parse_tool_calls(Parser::Qwen25, text, &["calculator".to_string()]);
         assert_eq!(normal, "Let me compute.");
         assert_eq!(
             calls,
             vec![ToolCall { name: "calculator".into(), arguments: "{\"expression\": \"347*29\"}".into() }]
         );
-        let (normal, calls) = parse_tool_calls("plain answer", &[]);
+        let (normal, calls) = parse_tool_calls(Parser::Qwen25, "plain answer", &[]);
         assert_eq!((normal.as_str(), calls.len()), ("plain answer", 0));
     }
 

@@ -29,6 +29,7 @@ use crate::scheduler::{Cmd, Shared};
 use crate::Config;
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
+use arl_chat::tool_header::ToolPrompt;
 use arl_http::body::{closing, BodyError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -50,6 +51,9 @@ pub struct AppState {
     /// The model's chat template, compiled once, for `/v1/chat/completions`;
     /// why there is none (answered with 400 to chat requests) otherwise.
     pub template: Result<Arc<ChatTemplate>, String>,
+    /// How tools reach the model with `template` (its tool section or a tool
+    /// header, [`arl_chat::tool_header`]); why not, when it cannot be built.
+    pub tool_prompt: Result<Arc<ToolPrompt>, String>,
     pub port: u16,
     counter: AtomicU64,
     seed: u64,
@@ -70,12 +74,18 @@ impl AppState {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let seed = arl_core::rng::mix(&[nanos, std::process::id() as u64, port as u64]);
         let template = ChatTemplate::from_tokenizer(&tok).map(Arc::new).map_err(|e| format!("{e:#}"));
+        let tool_prompt = template.clone().and_then(|t| {
+            ToolPrompt::new(&t, cfg.tool_call_parser, cfg.tool_header.as_deref(), cfg.tool_header_mode)
+                .map(Arc::new)
+                .map_err(|e| format!("{e:#}"))
+        });
         AppState {
             cfg,
             tx,
             shared,
             tok,
             template,
+            tool_prompt,
             port,
             counter: AtomicU64::new(0),
             seed,
