@@ -4,7 +4,8 @@
 # (or $RUN): the experiment file, the data, every checkpoint, each step's
 # rollouts and batch, logs, metrics.jsonl, reward.svg and summary.txt.
 #
-#   1. a model from scratch (arl-train make-tokenizer, arl-train init)
+#   1. a model from scratch (arl-train make-tokenizer, arl-train init), or
+#      BASE_MODEL: a pretrained checkpoint, which is step 0 (no SFT)
 #   2. SFT on arl-tasks demonstrations (arl-train --loss sft)      → ckpt/step-0
 #   3. arl-serve serving step-0; held-out evaluation (greedy, pass@k/mean@k)
 #   4. STEPS synchronous GRPO steps: arl-rollout | arl-reward → arl-filter |
@@ -34,18 +35,28 @@ cp "$EXP" "$RUN/experiment.env"
 env | grep -E '^(SEED|STEPS|BATCH|N|SFT_N|EVAL_N|EVAL_K|TASK_ARGS|SFT_TASK_ARGS|SFT_ARGS|ROLLOUT_ARGS|TRAIN_ARGS|ADV_ARGS)=' \
   >"$RUN/overrides.env" || true
 # 1. model and data --------------------------------------------------------
-if [ ! -d "$RUN/ckpt/init" ]; then
+if [ -n "${BASE_MODEL:-}" ]; then
+  # A pretrained checkpoint (e.g. SmolLM2 from scripts/fetch-models.sh): no
+  # init and no SFT; RL starts from it.
+  [ -d "$BASE_MODEL" ] || { echo "run.sh: BASE_MODEL \`$BASE_MODEL\` is not a directory (scripts/fetch-models.sh)" >&2; exit 2; }
+  [ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$BASE_MODEL")" "$RUN/ckpt/step-0"
+elif [ ! -d "$RUN/ckpt/init" ]; then
   log "model: arl-train init --config $MODEL_CONFIG (tokenizer: character-level, $TEMPLATE chat template)"
   "$BIN/arl-train" make-tokenizer --template "$TEMPLATE" --out "$RUN/tokenizer"
   "$BIN/arl-train" init --config "$MODEL_CONFIG" --tokenizer "$RUN/tokenizer" --out "$RUN/ckpt/init" --seed "${INIT_SEED:-$SEED}"
 fi
 PROMPTS=$RUN/data/train-prompts.jsonl
 EVAL_PROMPTS=$RUN/data/eval-prompts.jsonl
-"$BIN/arl-tasks" "$TASK" -q -n "$((BATCH * STEPS))" $TASK_ARGS --seed "$((SEED + 1000))" -o "$PROMPTS"
-"$BIN/arl-tasks" "$TASK" -q -n "$EVAL_N" $TASK_ARGS --seed "$((SEED + 2000))" -o "$EVAL_PROMPTS"
+# An experiment may define `make_prompts N SEED OUT` (e.g. a mix of levels);
+# otherwise: arl-tasks $TASK $TASK_ARGS.
+if ! declare -F make_prompts >/dev/null; then
+  make_prompts() { "$BIN/arl-tasks" "$TASK" -q -n "$1" $TASK_ARGS --seed "$2" -o "$3"; }
+fi
+make_prompts "$((BATCH * STEPS))" "$((SEED + 1000))" "$PROMPTS"
+make_prompts "$EVAL_N" "$((SEED + 2000))" "$EVAL_PROMPTS"
 
 # 2. SFT warm start -----------------------------------------------------------
-if [ ! -d "$RUN/ckpt/step-0" ]; then
+if [ -z "${BASE_MODEL:-}" ] && [ ! -d "$RUN/ckpt/step-0" ]; then
   "$BIN/arl-tasks" "$TASK" -q -n "$SFT_N" $TASK_ARGS $SFT_TASK_ARGS --with-solutions --seed "$SEED" -o "$RUN/data/sft.jsonl"
   log "SFT: $SFT_N demonstrations ($SFT_TASK_ARGS) → ckpt/step-0"
   t=$(now)
@@ -59,7 +70,7 @@ fi
 # 3–4. evaluate the SFT model, then GRPO (scripts/loop-sync.sh) ----------------
 if [ ! -d "$RUN/eval/step-0" ]; then
   trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
-  log "arl-serve: ckpt/step-0 on $URL; held-out evaluation of the SFT model"
+  log "arl-serve: ckpt/step-0 on $URL; held-out evaluation of the $([ -n "${BASE_MODEL:-}" ] && echo base || echo SFT) model"
   start_server "$RUN/ckpt/step-0" "$PORT" 0
   eval_policy 0 "$URL" "$RUN/ckpt/step-0"
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
@@ -75,5 +86,5 @@ RUN=$RUN MODEL=$RUN/ckpt/step-0 PROMPTS=$PROMPTS EVAL_PROMPTS=$EVAL_PROMPTS STEP
   scripts/loop-sync.sh
 
 # 5. plot and summary ------------------------------------------------------------
-python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "arl $NAME: SFT on noisy demonstrations, then ${ALGO%% *} with a calculator tool"
+python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "${TITLE:-arl $NAME: SFT on noisy demonstrations, then ${ALGO%% *} with a calculator tool}"
 scripts/summary.sh "$RUN" "$(elapsed "$T_START")" | tee "$RUN/summary.txt"

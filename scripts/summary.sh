@@ -10,11 +10,11 @@ jq -r 'select(.phase=="sft") | "SFT          \(.steps) steps, loss \(.loss_first
 echo "reward per RL step (sampled, training prompts):"
 jq -r 'select(.phase=="rl") | "  step \(.step|tostring|.[0:3])  reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls/sample \(.tool_call_rate*100|round/100)"' "$m"
 echo "held-out evaluation:"
-jq -r 'select(.phase=="eval") | "  step \(.step|tostring|.[0:3])  greedy accuracy \(.greedy_accuracy*1000|round/1000)  mean@\(.k) \(.mean_at_k*1000|round/1000)  pass@\(.k) \(.pass_at_k*1000|round/1000)  greedy tool calls \(.greedy_tool_call_rate*100|round/100)" + (if (.greedy_by // {}) == {} then "" else "\n" + ([.greedy_by | to_entries[] | .key as $f | .value | to_entries[] | "      \($f|ltrimstr("by_")) = \(.key): greedy reward \(.value.reward*1000|round/1000), tool calls \((.value.tool_calls // 0)*100|round/100)"] | join("\n")) end)' "$m"
+jq -r 'select(.phase=="eval") | "  step \(.step|tostring|.[0:3])  greedy accuracy \(.greedy_accuracy*1000|round/1000)" + (if .greedy_lenient != null then " (last number \(.greedy_lenient*1000|round/1000), answer format \(.greedy_answer_format*1000|round/1000))" else "" end) + "  mean@\(.k) \(.mean_at_k*1000|round/1000)  pass@\(.k) \(.pass_at_k*1000|round/1000)  greedy tool calls \(.greedy_tool_call_rate*100|round/100)" + (if (.greedy_by // {}) == {} then "" else "\n" + ([.greedy_by | to_entries[] | .key as $f | .value | to_entries[] | "      \($f|ltrimstr("by_")) = \(.key): greedy reward \(.value.reward*1000|round/1000), tool calls \((.value.tool_calls // 0)*100|round/100)"] | join("\n")) end)' "$m"
 jq -rs '
   ([.[] | select(.phase=="eval")]) as $e
   | if ($e|length) >= 2 then
-      "result       greedy held-out accuracy \($e[0].greedy_accuracy*1000|round/1000) after SFT → \($e[-1].greedy_accuracy*1000|round/1000) after \($e[-1].step) RL steps"
+      "result       greedy held-out accuracy \($e[0].greedy_accuracy*1000|round/1000) at step 0 → \($e[-1].greedy_accuracy*1000|round/1000) after \($e[-1].step) RL steps" + (if $e[0].greedy_lenient != null then "; last number \($e[0].greedy_lenient*1000|round/1000) → \($e[-1].greedy_lenient*1000|round/1000)" else "" end)
     else empty end' "$m"
 jq -rs '[.[] | select(.phase=="rl" and .value_explained_var != null)] as $r
   | if ($r|length) > 0 then "critic       explained variance of the values per step: \([$r[] | .value_explained_var*100|round/100] | map(tostring) | join(" "))" else empty end' "$m"

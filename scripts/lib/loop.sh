@@ -74,6 +74,20 @@ accuracy() {
   jq -s '[.[] | if (.reward_detail.score // .reward // 0) >= 1 then 1 else 0 end] | add / length' "$1"
 }
 
+# lenient FILE: the share of samples whose last number (commas dropped)
+# equals the label, whatever the format: a reading that counts a correct
+# answer the grader cannot find (no `Answer:` line, no \boxed{}).
+lenient() {
+  jq -s '[.[] | ((.response // "" | [scan("-?[0-9][0-9,]*(?:\\.[0-9]+)?")] | last // "" | gsub(",";"")) == (.label|tostring))
+          | if . then 1 else 0 end] | add / length' "$1"
+}
+
+# answer_format FILE: the share of samples in which the grader found an
+# answer (an `Answer:` line or \boxed{}), right or wrong.
+answer_format() {
+  jq -s '[.[] | if .reward_detail.extracted != null then 1 else 0 end] | add / length' "$1"
+}
+
 # train_step STEP POLICY_DIR OUT_DIR STEP_DIR: one arl-train run on
 # STEP_DIR/batch.jsonl, continuing POLICY_DIR's AdamW moments after the first
 # step (or from the first with KEEP_OPTIMIZER=1); the exact command goes to
@@ -84,8 +98,9 @@ train_step() {
   # PPO: the critic of step K-1 is trained on the same batch into critic/step-K
   # (written before the policy, so a step with its checkpoint has its critic).
   is_gae && critic="--train-critic --critic $RUN/critic/step-$((step - 1)) --critic-save $RUN/critic/step-$step $CRITIC_ARGS"
-  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl $TRAIN_ARGS $critic --seed $((SEED + step))" >"$d/train.cmd"
-  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" $TRAIN_ARGS $critic \
+  # The log-probs are of the distribution the rollout sampled from: logits / TEMPERATURE.
+  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl --temperature $TEMPERATURE $TRAIN_ARGS $critic --seed $((SEED + step))" >"$d/train.cmd"
+  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" --temperature "$TEMPERATURE" $TRAIN_ARGS $critic \
       --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
 }
 
@@ -157,11 +172,15 @@ eval_policy() {
     | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/sampled.jsonl"
   "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/greedy.jsonl" >"$d/greedy.stats.json"
   "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/sampled.jsonl" >"$d/sampled.stats.json"
-  local g s
+  local g gl gf sl
   g=$(accuracy "$d/greedy.jsonl")
-  jq -nc --argjson step "$step" --argjson g "$g" \
+  gl=$(lenient "$d/greedy.jsonl")
+  gf=$(answer_format "$d/greedy.jsonl")
+  sl=$(lenient "$d/sampled.jsonl")
+  jq -nc --argjson step "$step" --argjson g "$g" --argjson gl "$gl" --argjson gf "$gf" --argjson sl "$sl" \
      --slurpfile gs "$d/greedy.stats.json" --slurpfile ss "$d/sampled.stats.json" \
-     '{phase: "eval", step: $step, greedy_accuracy: $g,
+     '{phase: "eval", step: $step, greedy_accuracy: $g, greedy_lenient: $gl, greedy_answer_format: $gf,
+       mean_at_k_lenient: $sl,
        greedy_tool_call_rate: ($gs[0].tool_calls.mean // 0),
        sampled_reward: $ss[0].reward.mean,
        mean_at_k: ([$ss[0].by_data_source[] | .mean_at_k] | add / length),
@@ -171,7 +190,7 @@ eval_policy() {
        greedy_by: ($gs[0] | with_entries(select(.key | startswith("by_metadata"))) | map_values(map_values({reward: .reward.mean, tool_calls: .tool_calls_mean})))}' \
     >>"$RUN/metrics.jsonl"
   tail -n 1 "$RUN/metrics.jsonl" \
-    | jq -r '"eval  step \(.step): greedy accuracy \(.greedy_accuracy*1000|round/1000)  mean@\(.k) \(.mean_at_k*1000|round/1000)  pass@\(.k) \(.pass_at_k*1000|round/1000)"' >&2
+    | jq -r '"eval  step \(.step): greedy accuracy \(.greedy_accuracy*1000|round/1000) (last number \(.greedy_lenient*1000|round/1000), answer format \(.greedy_answer_format*1000|round/1000))  mean@\(.k) \(.mean_at_k*1000|round/1000) (last number \(.mean_at_k_lenient*1000|round/1000))  pass@\(.k) \(.pass_at_k*1000|round/1000)"' >&2
 }
 
 # rl_step STEP ENDPOINT POLICY_DIR OUT_DIR: one synchronous RL step (GRPO, or
