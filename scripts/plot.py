@@ -9,7 +9,9 @@ metrics.jsonl holds one JSON object per line with a "phase":
 (other phases and keys are ignored). The left panel is the sampled training
 reward per RL step (and its accuracy when the reward has costs); the right
 panel is held-out evaluation at each evaluated step: greedy accuracy, mean@k
-and pass@k. Step 0 is the SFT model, before any RL.
+and pass@k, and where the evaluation has them (runs on real models) the
+greedy last-number reading and answer-format rate. Step 0 is the model RL
+starts from (after SFT, or a pretrained checkpoint).
 """
 import argparse
 import json
@@ -91,13 +93,19 @@ def main():
         ("mean@k (sampled)", [(m["step"], m["mean_at_k"]) for m in ev if "mean_at_k" in m], COLORS[2], False),
         ("pass@k (sampled)", [(m["step"], m["pass_at_k"]) for m in ev if "pass_at_k" in m], COLORS[3], True),
     ]
+    # Runs whose evaluation also reads the last number (experiments on real models).
+    if any("greedy_lenient" in m for m in ev):
+        right += [
+            ("greedy, last number", [(m["step"], m["greedy_lenient"]) for m in ev if "greedy_lenient" in m], COLORS[4], True),
+            ("greedy answer format", [(m["step"], m["greedy_answer_format"]) for m in ev if "greedy_answer_format" in m], COLORS[0], True),
+        ]
     body = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif">',
             f'<rect width="{W}" height="{H}" fill="white"/>',
             f'<text x="{W / 2}" y="24" text-anchor="middle" font-size="18">{esc(a.title)}</text>']
     sft = next((m for m in ev if m["step"] == 0 and "mean_at_k" in m), None)
-    hline = ("SFT level (step 0)", sft["mean_at_k"]) if sft else None
-    body += panel(60, 70, "training: per RL step", left, xmax, "RL step (0 = after SFT)", hline)
-    body += panel(540, 70, "held-out evaluation", right, xmax, "RL step (0 = after SFT)")
+    hline = ("step-0 level", sft["mean_at_k"]) if sft else None
+    body += panel(60, 70, "training: per RL step", left, xmax, "RL step (0 = the starting model)", hline)
+    body += panel(540, 70, "held-out evaluation", right, xmax, "RL step (0 = the starting model)")
     body.append("</svg>")
     d = os.path.dirname(os.path.abspath(a.output))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".plot-")
