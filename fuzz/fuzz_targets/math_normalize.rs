@@ -20,6 +20,6 @@ fuzz_target!(|data: &[u8]| {
     let _ = strip_end_marker(response);
     let v = grade(response, label, &MathOpts::default());
     let _ = v.correct;
-    let v = grade(response, label, &MathOpts { tolerance: 1e-6 });
+    let v = grade(response, label, &MathOpts { tolerance: 1e-6, ..MathOpts::default() });
     let _ = v.correct;
 });
