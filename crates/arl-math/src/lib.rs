@@ -273,7 +273,10 @@ fn last_number(text: &str) -> Option<&str> {
 /// that a grader comparing by value paid for repeating the question's
 /// expression; `arl-reward` scores such answers 0 (`match: "restated"`).
 pub fn restates_prompt(answer: &str, prompt: &str) -> bool {
-    let compact = |t: &str| -> String { t.chars().filter(|c| !c.is_whitespace()).collect() };
+    // White space and brackets aside: `(7+9)` restates "What is 7+9?" too.
+    let compact = |t: &str| -> String {
+        t.chars().filter(|c| !c.is_whitespace() && !matches!(c, '(' | ')' | '[' | ']' | '{' | '}')).collect()
+    };
     let a = compact(answer);
     let body = a.strip_prefix('-').unwrap_or(&a);
     let has_operator = body.chars().any(|c| matches!(c, '+' | '-' | '*' | '/' | '^' | '×' | '÷'));
@@ -307,6 +310,7 @@ mod tests {
         assert!(restates_prompt("9+8", "What is 9 + 8?"));
         assert!(restates_prompt("80-9", "What is 80-9? Reply in the form: The answer is N."));
         assert!(restates_prompt("347*29", "What is 347*29?"));
+        assert!(restates_prompt("(7+9)", "What is 7+9?"), "found in a later run: brackets around it");
         assert!(!restates_prompt("17", "What is 9+8?"), "a number is a result");
         assert!(!restates_prompt("-5", "What is -2-3?"));
         assert!(!restates_prompt("24/2", "What is 3*4?"), "a computation the prompt does not hold");
