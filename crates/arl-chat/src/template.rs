@@ -320,7 +320,7 @@ impl ChatTemplate {
                 Some(other) => bail!(
                     "`{}`: field `chat_template`: expected a string or a list of named templates, got {}",
                     cfg_path.display(),
-                    json_kind(other)
+                    arl_core::record::json_type(other)
                 ),
             },
         };
@@ -529,16 +529,6 @@ fn alias_reasoning(m: &Value) -> Value {
     }
 }
 
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
 
 #[cfg(test)]
 mod tests {
