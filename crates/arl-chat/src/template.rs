@@ -529,7 +529,6 @@ fn alias_reasoning(m: &Value) -> Value {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
