@@ -2,6 +2,7 @@ complete -c arl-serve -l model-path -d 'Model directory (config.json, safetensor
 complete -c arl-serve -l tokenizer-path -d 'Tokenizer directory; default: `--model-path`' -r -F
 complete -c arl-serve -l device -d 'Device: `auto` (CUDA when available), `cpu`, `cuda`, `cuda:N`' -r
 complete -c arl-serve -l dtype -d 'Weight dtype: `auto` (float32 on CPU; the checkpoint\'s dtype, else bfloat16, on CUDA), `float32`, `bfloat16`, `float16`' -r
+complete -c arl-serve -l cpu-matmul -d 'CPU float32 matrix multiplies: `auto` (oneDNN when it measures faster at load), `onednn`, `blas`' -r
 complete -c arl-serve -l weight-version -d 'Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)' -r
 complete -c arl-serve -l served-model-name -d 'Model name in `/v1/models` and chat responses; default: `--model-path`' -r
 complete -c arl-serve -l scripted -d 'TEST DOUBLE: answer from a JSONL file of scripted completions (`{"completion": TEXT, "when"?: SUBSTRING, "token_delay_ms"?: MS}`; the entry whose `when` occurs latest in the prompt wins, else entries without `when` in turn; a decode step holding a completion with `token_delay_ms` takes that long), tokenised with the model\'s tokenizer, instead of running the model. Only the tokenizer and config of `--model-path` are read' -r -F

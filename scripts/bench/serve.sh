@@ -9,7 +9,8 @@
 #
 # Both sides get the whole machine: transformers runs with torch's default
 # threads (one per core), arl-serve on the CPU with `--dp-size DP` replicas
-# (default: one per core, each one thread; DP=1 for a single replica).
+# (default: one per core, each one thread; DP=1 for a single replica), with
+# its default `--cpu-matmul auto` (SERVE_ARGS='--cpu-matmul blas' for MKL).
 #
 #   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 REPEAT=10 DP=2 scripts/bench/serve.sh
 set -euo pipefail
@@ -31,4 +32,6 @@ trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 600); do grep -q 'listening on' "$LOG" && break; sleep 0.1; done
 URL=$(sed -n 's/^arl-serve: listening on //p' "$LOG" | head -1)
 [ -n "$URL" ] || { cat "$LOG" >&2; exit 1; }
+# Which matrix multiply the server measured faster (`--cpu-matmul auto`).
+sed -n 's/^arl-serve: CPU matmul/CPU matmul/p' "$LOG"
 "$PY" scripts/bench/py/serve_bench.py "$URL" "$MODEL" "$CONC" "$NEW" "$PROMPT" "$DEVICE" "$REPEAT"

@@ -10,6 +10,7 @@
 //! no padding to the longest sequence and no mask. Tested against SDPA
 //! (`matches_sdpa`). The exponential is a Cephes-style polynomial (within
 //! 2.5e-7 relative, about 2 ulp in float32), so that its loop vectorises.
+//! With several intra-op threads the sequences are split between them.
 use tch::{Device, Kind, Tensor};
 
 /// `q` [B,1,nh,hd] (any strides) for the sequences in cache slots `slots`,
@@ -45,8 +46,45 @@ pub fn decode_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &[usize], len
         )
     };
     let mut out = vec![0f32; (b * nh * hd) as usize];
-    run(qs, ks, vs, slots, lens, &dims, &mut out);
+    // The sequences split over libtorch's intra-op threads when there is
+    // enough to do (a scoped thread costs some 10-20 µs to start).
+    let work: usize = lens.iter().sum::<usize>() * dims.nh * dims.hd;
+    let threads = if work < PARALLEL_WORK { 1 } else { tch::get_num_threads().max(1) as usize };
+    run_split(qs, ks, vs, slots, lens, &dims, &mut out, threads);
     Tensor::from_slice(&out).view([b, 1, nh * hd])
+}
+
+/// Cached positions × query heads × head size below which one thread does it all.
+const PARALLEL_WORK: usize = 1 << 17;
+
+/// [`run`] with the sequences split into `threads` runs of consecutive
+/// sequences, one per scoped thread (the first on this one).
+#[allow(clippy::too_many_arguments)]
+fn run_split(
+    qs: &[f32],
+    ks: &[f32],
+    vs: &[f32],
+    slots: &[usize],
+    lens: &[usize],
+    d: &Dims,
+    out: &mut [f32],
+    threads: usize,
+) {
+    let b = slots.len();
+    let threads = threads.clamp(1, b.max(1));
+    if threads == 1 {
+        return run(qs, ks, vs, slots, lens, d, out);
+    }
+    let per = b.div_ceil(threads);
+    let row = d.nh * d.hd;
+    let mut parts = slots.chunks(per).zip(lens.chunks(per)).zip(qs.chunks(per * row).zip(out.chunks_mut(per * row)));
+    let ((s0, l0), (q0, o0)) = parts.next().expect("b > 0");
+    std::thread::scope(|scope| {
+        for ((sl, ln), (qc, oc)) in parts {
+            scope.spawn(move || run(qc, ks, vs, sl, ln, d, oc));
+        }
+        run(q0, ks, vs, s0, l0, d, o0);
+    });
 }
 
 struct Dims {
@@ -278,6 +316,37 @@ mod tests {
         assert!(worst < 2.5e-7, "relative error {worst}");
         assert_eq!(exp(0.0), 1.0);
         assert!(exp(-1e9) < 1e-37);
+    }
+
+    /// Split over threads, every sequence gets exactly what one thread gives it.
+    #[test]
+    fn threads_split_the_sequences_without_changing_them() {
+        let d = Dims { nh: 4, rep: 2, nkv: 2, cap: 50, hd: 16 };
+        let mut rng = arl_test_rng(11);
+        let n = 7 * d.nkv * d.cap * d.hd;
+        let (ks, vs): (Vec<f32>, Vec<f32>) = (0..n).map(|_| (rng(), rng())).unzip();
+        let slots = [6usize, 0, 3, 2, 5];
+        let lens = [50usize, 1, 33, 8, 20];
+        let qs: Vec<f32> = (0..slots.len() * d.nh * d.hd).map(|_| rng()).collect();
+        let mut one = vec![0f32; qs.len()];
+        run_split(&qs, &ks, &vs, &slots, &lens, &d, &mut one, 1);
+        for threads in [2, 3, 5, 9] {
+            let mut split = vec![0f32; qs.len()];
+            run_split(&qs, &ks, &vs, &slots, &lens, &d, &mut split, threads);
+            assert_eq!(split, one, "{threads} threads");
+        }
+        assert!(one.iter().all(|x| x.is_finite()) && one.iter().any(|&x| x != 0.0));
+    }
+
+    /// Uniform in [-1, 1), from a seed (xorshift).
+    fn arl_test_rng(seed: u64) -> impl FnMut() -> f32 {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@ pub mod config;
 mod decode_attn;
 pub mod device;
 mod net;
+pub mod onednn;
 pub mod weights;
 
 pub use config::{Family, ModelConfig, RopeScaling};
 pub use net::{token_logprobs, KvCache, Model, SaveOptions};
+pub use onednn::CpuMatmul;

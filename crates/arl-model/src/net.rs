@@ -1,6 +1,7 @@
 //! The decoder network, its KV cache, and checkpoint loading/saving.
 use super::amp::{AmpDtype, Autocast};
 use super::config::ModelConfig;
+use super::onednn::{self, CpuMatmul};
 use super::weights;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -11,15 +12,21 @@ use tch::{Device, Kind, Tensor};
 struct Linear {
     w: Tensor,
     b: Option<Tensor>,
+    /// `w` in oneDNN's layout, for inference on the CPU
+    /// ([`Model::set_cpu_matmul`]); `None`: libtorch's `linear`.
+    packed: Option<Tensor>,
 }
 
 impl Linear {
     fn new(p: nn::Path, in_dim: usize, out_dim: usize, bias: bool, std: f64) -> Linear {
         let w = p.var("weight", &[out_dim as i64, in_dim as i64], Init::Randn { mean: 0.0, stdev: std });
         let b = bias.then(|| p.var("bias", &[out_dim as i64], Init::Const(0.0)));
-        Linear { w, b }
+        Linear { w, b, packed: None }
     }
     fn forward(&self, x: &Tensor) -> Tensor {
+        if let Some(y) = self.packed.as_ref().and_then(|p| onednn::linear(x, p, self.b.as_ref())) {
+            return y;
+        }
         x.linear(&self.w, self.b.as_ref())
     }
 
@@ -44,7 +51,7 @@ impl Linear {
                 }
                 at += n;
             }
-            Some(Linear { w, b })
+            Some(Linear { w, b, packed: None })
         })
     }
 }
@@ -368,6 +375,9 @@ pub struct Model {
     layers: Vec<Block>,
     norm: RmsNorm,
     lm_head: Option<Tensor>,
+    /// The LM head's matrix in oneDNN's layout ([`Model::set_cpu_matmul`]).
+    head_packed: Option<Tensor>,
+    cpu_matmul: CpuMatmul,
     inv_freq: Tensor,
     device: Device,
     /// Autocast for the training and scoring forwards ([`Model::set_amp`]).
@@ -402,7 +412,19 @@ impl Model {
         if kind != Kind::Float {
             vs.set_kind(kind);
         }
-        Ok(Model { config, vs, embed_tokens, layers, norm, lm_head, inv_freq, device, amp: None })
+        Ok(Model {
+            config,
+            vs,
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            head_packed: None,
+            cpu_matmul: CpuMatmul::Blas,
+            inv_freq,
+            device,
+            amp: None,
+        })
     }
 
     /// Strict load of a HF directory (single or sharded safetensors): every
@@ -459,7 +481,12 @@ impl Model {
                 var.f_copy_(&t.to_kind(var.kind()).to_device(self.device))?;
             }
             Ok(())
-        })
+        })?;
+        // The packed copies follow the weights.
+        if self.cpu_matmul == CpuMatmul::OneDnn {
+            self.repack();
+        }
+        Ok(())
     }
 
     /// For inference (`arl-serve`): each block computes q, k, v with one
@@ -475,6 +502,64 @@ impl Model {
             let m = &mut layer.mlp;
             m.gate_up_proj = Linear::fuse(&mut [&mut m.gate_proj, &mut m.up_proj]);
         }
+        if self.cpu_matmul == CpuMatmul::OneDnn {
+            self.repack();
+        }
+    }
+
+    /// How the inference linears multiply on the CPU (see [`onednn`]):
+    /// [`CpuMatmul::OneDnn`] packs every projection the inference path uses
+    /// (the fused ones after [`Model::fuse_projections`]) and the LM head into
+    /// oneDNN's layout — a second copy of those weights — and keeps them in
+    /// step with [`Model::reload`]; [`CpuMatmul::Blas`] drops the copies.
+    /// Inference only (`no_grad`): the packed copies carry no gradient.
+    /// Fails for OneDnn unless the model is float32 on the CPU and this
+    /// libtorch runs oneDNN.
+    pub fn set_cpu_matmul(&mut self, m: CpuMatmul) -> Result<()> {
+        if m == CpuMatmul::OneDnn {
+            if self.device != Device::Cpu || self.kind() != Kind::Float {
+                bail!("oneDNN matrix multiplies are for float32 models on the CPU");
+            }
+            if !onednn::available() {
+                bail!("this libtorch cannot run oneDNN linears");
+            }
+        }
+        self.cpu_matmul = m;
+        self.repack();
+        Ok(())
+    }
+
+    /// The current [`CpuMatmul`].
+    pub fn cpu_matmul(&self) -> CpuMatmul {
+        self.cpu_matmul
+    }
+
+    /// (Re)builds or drops the packed copies for `self.cpu_matmul`.
+    fn repack(&mut self) {
+        let on = self.cpu_matmul == CpuMatmul::OneDnn;
+        let pack = |l: &mut Linear| l.packed = on.then(|| onednn::pack(&l.w));
+        for layer in &mut self.layers {
+            let a = &mut layer.self_attn;
+            match &mut a.qkv_proj {
+                Some(f) => pack(f),
+                None => {
+                    pack(&mut a.q_proj);
+                    pack(&mut a.k_proj);
+                    pack(&mut a.v_proj);
+                }
+            }
+            pack(&mut a.o_proj);
+            let m = &mut layer.mlp;
+            match &mut m.gate_up_proj {
+                Some(f) => pack(f),
+                None => {
+                    pack(&mut m.gate_proj);
+                    pack(&mut m.up_proj);
+                }
+            }
+            pack(&mut m.down_proj);
+        }
+        self.head_packed = on.then(|| onednn::pack(self.lm_head.as_ref().unwrap_or(&self.embed_tokens)));
     }
 
     /// Named parameters in sorted order (lm_head absent when tied).
@@ -515,6 +600,9 @@ impl Model {
 
     fn head(&self, x: &Tensor) -> Tensor {
         let x = self.norm.forward(x);
+        if let Some(y) = self.head_packed.as_ref().and_then(|p| onednn::linear(&x, p, None)) {
+            return y;
+        }
         let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         x.linear::<Tensor>(w, None).to_kind(Kind::Float)
     }
@@ -697,10 +785,11 @@ impl Model {
             // query sees keys nobody wrote; its output is never read. Additive
             // (0 / −inf, what SDPA makes of a boolean mask), made once per call
             // in the GQA-folded layout `Attention::attend` wants: [B,1,rep·T,L].
-            // A decode step on the CPU in float32 with one intra-op thread (arl-serve's
-            // setting for small models and for each `--dp-size` replica) takes
-            // `decode_attn` instead, which reads each sequence's own length and needs no mask.
-            let fast = nmax == 1 && dev == Device::Cpu && cache.kind == Kind::Float && tch::get_num_threads() == 1;
+            // A decode step on the CPU in float32 takes `decode_attn` instead,
+            // which reads each sequence's own length and needs no mask (libtorch's
+            // flash attention, built for long query blocks, was slower at one query
+            // row per sequence, with one thread or several).
+            let fast = nmax == 1 && dev == Device::Cpu && cache.kind == Kind::Float;
             let lens_after: Vec<usize> = p0.iter().map(|&p| p as usize + 1).collect();
             let mask = (!fast).then(|| {
                 let rep = self.config.num_attention_heads as i64 / cache.nkv;

@@ -38,6 +38,9 @@ pub struct Config {
     pub vocab_size: usize,
     pub device: String,
     pub dtype: String,
+    /// How CPU float32 linears multiply (`--cpu-matmul` as chosen: `blas`,
+    /// `onednn`; `none` off the CPU or in another dtype).
+    pub cpu_matmul: String,
     /// `--scripted` file, when the test double answers.
     pub scripted: Option<String>,
     pub quiet: bool,

@@ -16,6 +16,17 @@ use std::sync::Arc;
 
 pub const TOOL: &str = "arl-serve";
 
+const CPU_MATMUL_HELP: &str = "\
+How the projections and the LM head multiply on the CPU in float32: `blas` is
+libtorch's own `linear` (MKL in the PyPI build), `onednn` oneDNN with the
+weights packed once into its layout (a second copy of those weights in memory,
+refreshed on every weight update), `auto` the faster of the two, measured at load
+on the model's largest projection at 32 rows and logged (oneDNN must be at
+least 1.1x faster). MKL runs its AVX2 code on AMD processors even where they
+have full-width AVX-512; oneDNN picks kernels by instruction set: on a Zen 5
+EPYC it decoded SmolLM2-135M about 1.7x faster. Batches under 4 rows take
+the BLAS path either way. No effect on CUDA or on bfloat16/float16 models.";
+
 /// Serve a model over SGLang's HTTP API: /generate, weight updates, OpenAI chat with tools
 ///
 /// Endpoints: `POST /generate` (text or input_ids, single or batched, `n`,
@@ -55,6 +66,10 @@ pub struct Args {
     /// `float32`, `bfloat16`, `float16`
     #[arg(long, default_value = "auto", value_name = "DTYPE", help_heading = "Model")]
     pub dtype: String,
+
+    /// CPU float32 matrix multiplies: `auto` (oneDNN when it measures faster at load), `onednn`, `blas`
+    #[arg(long, default_value = "auto", value_name = "HOW", help_heading = "Model", long_help = CPU_MATMUL_HELP)]
+    pub cpu_matmul: String,
 
     /// Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)
     #[arg(long, default_value = "default", value_name = "V", help_heading = "Model")]
@@ -161,22 +176,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let seed = args.random_seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
     });
-    let (engines, device, dtype): (Vec<Box<dyn engine::Engine>>, String, String) = match &args.scripted {
-        Some(file) => {
-            cli::warn(
-                TOOL,
-                format!("TEST DOUBLE: answering scripted completions from `{}`, not the model", file.display()),
-            );
-            let engines = (0..args.dp_size)
-                .map(|_| {
-                    Ok(Box::new(engine::ScriptedEngine::load(file, &args.model_path, tok.clone())?)
-                        as Box<dyn engine::Engine>)
-                })
-                .collect::<Result<_>>()?;
-            (engines, "none".into(), "none".into())
-        }
-        None => load_model(&args)?,
-    };
+    let (engines, device, dtype, cpu_matmul): (Vec<Box<dyn engine::Engine>>, String, String, String) =
+        match &args.scripted {
+            Some(file) => {
+                cli::warn(
+                    TOOL,
+                    format!("TEST DOUBLE: answering scripted completions from `{}`, not the model", file.display()),
+                );
+                let engines = (0..args.dp_size)
+                    .map(|_| {
+                        Ok(Box::new(engine::ScriptedEngine::load(file, &args.model_path, tok.clone())?)
+                            as Box<dyn engine::Engine>)
+                    })
+                    .collect::<Result<_>>()?;
+                (engines, "none".into(), "none".into(), "none".into())
+            }
+            None => load_model(&args)?,
+        };
     let (context_len, vocab_size) = (engines[0].context_len(), engines[0].vocab_size());
     let model_path = args.model_path.canonicalize().unwrap_or_else(|_| args.model_path.clone()).display().to_string();
     let cfg = serve::Config {
@@ -196,6 +212,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         vocab_size,
         device,
         dtype,
+        cpu_matmul,
         scripted: args.scripted.as_ref().map(|p| p.display().to_string()),
         quiet: false,
         dp_size: args.dp_size,
@@ -222,12 +239,13 @@ fn check_tool_header(args: &Args, tok: &Tokenizer) -> Result<Option<String>> {
     Ok(Some(text))
 }
 
-fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, String)> {
+fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, String, String)> {
     use arl_serve::tch_engine;
     use tch::Device;
     if let Some(n) = args.cpu_threads {
         tch::set_num_threads(n);
     }
+    let matmul = tch_engine::parse_cpu_matmul(&args.cpu_matmul).map_err(|e| cli::usage(e.to_string()))?;
     let device = tch_engine::parse_device(&args.device).map_err(|e| cli::usage(e.to_string()))?;
     let kind = tch_engine::parse_dtype(&args.dtype, device, &args.model_path).map_err(|e| cli::usage(e.to_string()))?;
     let devices: Vec<Device> = match device {
@@ -254,12 +272,19 @@ fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, Stri
             tch::set_num_threads((tch::get_num_threads() / args.dp_size as i32).max(1));
         }
     }
+    let mut engines = engines;
+    let chosen = tch_engine::choose_cpu_matmul(&mut engines, matmul, |line| eprintln!("{TOOL}: {line}"))?;
     let names = if devices.len() == 1 {
         format!("{device:?}")
     } else {
         devices.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(",")
     };
-    Ok((engines.into_iter().map(|e| Box::new(e) as Box<dyn engine::Engine>).collect(), names, format!("{kind:?}")))
+    Ok((
+        engines.into_iter().map(|e| Box::new(e) as Box<dyn engine::Engine>).collect(),
+        names,
+        format!("{kind:?}"),
+        chosen.to_string(),
+    ))
 }
 
 fn main() -> std::process::ExitCode {

@@ -4,7 +4,7 @@
 //! same tokens, so server and trainer log-probs agree.
 use super::engine::{Engine, Prefill, SeqId};
 use anyhow::{anyhow, Context, Result};
-use arl_model::{KvCache, Model};
+use arl_model::{onednn, CpuMatmul, KvCache, Model};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -52,6 +52,65 @@ pub fn parse_dtype(s: &str, device: Device, model_dir: &Path) -> Result<Kind> {
         "bfloat16" | "bf16" => Kind::BFloat16,
         "float16" | "fp16" | "half" => Kind::Half,
         _ => anyhow::bail!("unknown dtype `{s}` (auto, float32, bfloat16, float16)"),
+    })
+}
+
+/// `--cpu-matmul`: `None` is `auto`.
+pub fn parse_cpu_matmul(s: &str) -> Result<Option<CpuMatmul>> {
+    Ok(match s {
+        "auto" => None,
+        "onednn" => Some(CpuMatmul::OneDnn),
+        "blas" => Some(CpuMatmul::Blas),
+        _ => anyhow::bail!("unknown `--cpu-matmul` `{s}` (auto, onednn, blas)"),
+    })
+}
+
+/// oneDNN must be this much faster than BLAS for `auto` to take it.
+const ONEDNN_MARGIN: f64 = 1.1;
+
+/// Sets every engine's CPU matmul path: `want` (`None`: measured, see
+/// `--cpu-matmul`), reporting the choice through `log`. Answers what was
+/// chosen: `blas`, `onednn`, or `none` for models that are not float32 on
+/// the CPU (where the setting does nothing). `onednn` asked for where it
+/// cannot run is an error.
+pub fn choose_cpu_matmul(
+    engines: &mut [TchEngine],
+    want: Option<CpuMatmul>,
+    mut log: impl FnMut(String),
+) -> Result<&'static str> {
+    let Some(first) = engines.first() else { return Ok("none") };
+    if first.device != Device::Cpu || first.model.kind() != Kind::Float {
+        if want == Some(CpuMatmul::OneDnn) {
+            anyhow::bail!("`--cpu-matmul onednn` is for float32 models on the CPU");
+        }
+        return Ok("none");
+    }
+    let chosen = match want {
+        Some(m) => m,
+        None if !onednn::available() => {
+            log("CPU matmul: BLAS (this libtorch cannot run oneDNN linears)".into());
+            CpuMatmul::Blas
+        }
+        None => {
+            // The widest projection (gate and up side by side) at a decode batch of 32.
+            let cfg = &first.model.config;
+            let (inner, out) = (cfg.hidden_size as i64, 2 * cfg.intermediate_size as i64);
+            let (blas, dnn) = onednn::calibrate(32, inner, out);
+            let pick = if dnn >= ONEDNN_MARGIN * blas { CpuMatmul::OneDnn } else { CpuMatmul::Blas };
+            log(format!(
+                "CPU matmul: {} (measured at [32×{inner}]·[{inner}×{out}]: oneDNN {dnn:.0} GFLOP/s, BLAS {blas:.0}; \
+                 --cpu-matmul to choose)",
+                if pick == CpuMatmul::OneDnn { "oneDNN" } else { "BLAS" }
+            ));
+            pick
+        }
+    };
+    for e in engines.iter_mut() {
+        e.model.set_cpu_matmul(chosen)?;
+    }
+    Ok(match chosen {
+        CpuMatmul::OneDnn => "onednn",
+        CpuMatmul::Blas => "blas",
     })
 }
 

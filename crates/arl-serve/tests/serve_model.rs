@@ -15,9 +15,18 @@ fn tiny_model() -> PathBuf {
 }
 
 fn start(model: &Path) -> Server {
-    let m = model.display().to_string();
-    Server::start(&["--model-path", &m, "--device", "cpu", "--dtype", "float32", "--random-seed", "1"])
+    start_with(model, &[])
 }
+
+fn start_with(model: &Path, extra: &[&str]) -> Server {
+    let m = model.display().to_string();
+    let mut args = vec!["--model-path", &m, "--device", "cpu", "--dtype", "float32", "--random-seed", "1"];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// Both CPU matrix-multiply paths, whatever `auto` would pick on this machine.
+const MATMULS: [&str; 2] = ["blas", "onednn"];
 
 fn lps(v: &Value, key: &str) -> Vec<(Option<f64>, u64)> {
     v["meta_info"][key].as_array().unwrap().iter().map(|e| (e[0].as_f64(), e[1].as_u64().unwrap())).collect()
@@ -62,10 +71,19 @@ fn score(model_dir: &Path, ids: &[i64], t: f64) -> Vec<f64> {
     (1..ids.len()).map(|i| lp.double_value(&[i as i64 - 1, ids[i]])).collect()
 }
 
+/// Both matrix-multiply paths (`--cpu-matmul`): the prompt's rows go
+/// through oneDNN with `onednn`, the one-row decode steps through BLAS.
 #[test]
 fn server_logprobs_match_the_training_forward() {
     let model = tiny_model();
-    let s = start(&model);
+    for how in MATMULS {
+        let s = start_with(&model, &["--cpu-matmul", how]);
+        assert_eq!(s.get("/get_server_info").1["cpu_matmul"], how);
+        logprobs_match_the_training_forward(&s, &model, how);
+    }
+}
+
+fn logprobs_match_the_training_forward(s: &Server, model: &Path, how: &str) {
     let prompt: Vec<i64> = (3..40).collect();
     for (t, top_p, top_k) in [(0.7, 0.8, 20), (1.0, 1.0, -1), (1.3, 0.95, 50)] {
         let v = s.generate(json!({
@@ -75,7 +93,7 @@ fn server_logprobs_match_the_training_forward() {
         let inp = lps(&v, "input_token_logprobs");
         let mut all = prompt.clone();
         all.extend(out.iter().map(|e| e.1 as i64));
-        let want = score(&model, &all, t);
+        let want = score(model, &all, t);
         let mut worst = 0.0f64;
         for (i, e) in inp.iter().enumerate().skip(1) {
             worst = worst.max((e.0.unwrap() - want[i - 1]).abs());
@@ -83,8 +101,8 @@ fn server_logprobs_match_the_training_forward() {
         for (j, e) in out.iter().enumerate() {
             worst = worst.max((e.0.unwrap() - want[prompt.len() - 1 + j]).abs());
         }
-        assert!(worst < 1e-4, "temperature {t}: max |server - trainer| = {worst}");
-        eprintln!("temperature {t} top_p {top_p} top_k {top_k}: max |Δ logprob| = {worst:.2e}");
+        assert!(worst < 1e-4, "{how}, temperature {t}: max |server - trainer| = {worst}");
+        eprintln!("{how}: temperature {t} top_p {top_p} top_k {top_k}: max |Δ logprob| = {worst:.2e}");
     }
 }
 
@@ -131,20 +149,36 @@ fn perturbed_copy(src: &Path, dst: &Path) {
     }
 }
 
+/// With `--cpu-matmul onednn` too: its packed copies of the weights must
+/// follow the update (the prompt's log-probs, computed through them, are
+/// the new model's).
 #[test]
 fn update_weights_from_disk_changes_and_restores_greedy_output() {
     let model = tiny_model();
     let d = common::tmpdir();
     let other = d.path().join("other");
     perturbed_copy(&model, &other);
-    let s = start(&model);
+    for how in MATMULS {
+        update_weights(&start_with(&model, &["--cpu-matmul", how]), &model, &other, d.path(), how);
+    }
+}
+
+fn update_weights(s: &Server, model: &Path, other: &Path, d: &Path, how: &str) {
     let req = json!({"input_ids": [5, 6, 7, 8, 9, 10], "sampling_params": {"temperature": 0, "max_new_tokens": 16, "ignore_eos": true}});
     let base = s.generate(req.clone())["output_ids"].clone();
     let (code, v) =
         s.post("/update_weights_from_disk", &json!({"model_path": other.display().to_string(), "weight_version": "2"}));
     assert_eq!((code, v["success"].clone()), (200, json!(true)), "{v}");
     let changed = s.generate(req.clone());
-    assert_ne!(changed["output_ids"], base, "new weights, same greedy output");
+    assert_ne!(changed["output_ids"], base, "{how}: new weights, same greedy output");
+    let prompt: Vec<i64> = (3..20).collect();
+    let v = s.generate(json!({"input_ids": prompt, "return_logprob": true, "logprob_start_len": 0,
+                              "sampling_params": {"temperature": 1.0, "max_new_tokens": 1}}));
+    let want = score(other, &prompt, 1.0);
+    for (i, e) in lps(&v, "input_token_logprobs").iter().enumerate().skip(1) {
+        let diff = (e.0.unwrap() - want[i - 1]).abs();
+        assert!(diff < 1e-4, "{how}: prompt position {i} after the update: |server - new model| = {diff}");
+    }
     assert_eq!(changed["meta_info"]["weight_version"], "2");
     assert_eq!(s.get("/get_model_info").1["model_path"], other.display().to_string());
     let (code, v) =
@@ -153,7 +187,7 @@ fn update_weights_from_disk_changes_and_restores_greedy_output() {
     assert_eq!(s.generate(req.clone())["output_ids"], base, "restoring the weights restores the output");
     let (code, v) = s.post(
         "/update_weights_from_disk",
-        &json!({"model_path": d.path().join("missing").display().to_string(), "weight_version": "4"}),
+        &json!({"model_path": d.join("missing").display().to_string(), "weight_version": "4"}),
     );
     assert_eq!((code, v["success"].clone()), (400, json!(false)), "{v}");
     assert_eq!(s.generate(req)["output_ids"], base);

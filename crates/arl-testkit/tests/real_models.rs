@@ -1,8 +1,10 @@
 //! The real pretrained model (SmolLM2-135M-Instruct, converted from its GGUF
 //! by `scripts/fetch-models.sh`) through arl's own paths, against the
 //! reference implementations: its tokenizer's digit split against a
-//! tokenizer built with llama.cpp's `smollm` pre-tokenizer, and
-//! `arl-train logprobs` against transformers' forward pass on the same weights.
+//! tokenizer built with llama.cpp's `smollm` pre-tokenizer,
+//! `arl-train logprobs` against transformers' forward pass on the same
+//! weights, arl-serve's log-probs against arl-train's and its greedy
+//! output against `transformers.generate`.
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
 use arl_testkit::common::{require_python, root, run, tmpdir};
@@ -149,6 +151,28 @@ fn smollm2_logprobs_equal_transformers() {
     }
     eprintln!("SmolLM2 log-probs: largest difference to transformers {worst:.2e}");
     assert!(worst < 1e-4, "largest log-prob difference {worst}");
+    // arl-serve's prompt log-probs of the same tokens, through its oneDNN
+    // matrix multiplies (`auto` may pick either path; this one differs more
+    // from the trainer's BLAS forward), equal the trainer's.
+    let server = Server::start(&["--model-path", model.to_str().unwrap(), "--cpu-matmul", "onednn"]);
+    let mut worst = 0f64;
+    for r in &ours {
+        let v = server.generate(json!({"input_ids": r["tokens"], "return_logprob": true, "logprob_start_len": 0,
+                                       "sampling_params": {"temperature": 1.0, "max_new_tokens": 1}}));
+        let served: Vec<f64> = v["meta_info"]["input_token_logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .skip(1)
+            .map(|e| e[0].as_f64().unwrap())
+            .collect();
+        let p = r["prompt_len"].as_u64().unwrap() as usize;
+        for (a, b) in served[p - 1..].iter().zip(r["ref_log_probs"].as_array().unwrap()) {
+            worst = worst.max((a - b.as_f64().unwrap()).abs());
+        }
+    }
+    eprintln!("SmolLM2 log-probs: largest difference arl-serve (oneDNN) to arl-train logprobs {worst:.2e}");
+    assert!(worst < 1e-4, "largest serve/trainer log-prob difference {worst}");
     // A pretrained model, not noise: far above a uniform guess's ln(1/49152) = −10.8.
     let mean: f64 = theirs.iter().flatten().sum::<f64>() / theirs.iter().flatten().count() as f64;
     assert!(mean > -6.0, "mean log-prob {mean}");
@@ -172,7 +196,10 @@ fn serve_greedy_output_equals_transformers_generate() {
         .map(|q| tok.encode(&template.render(&[json!({"role": "user", "content": q})], None, true).unwrap()).unwrap())
         .collect();
     let max_new = 24;
-    let server = Server::start(&["--model-path", model.to_str().unwrap(), "--cpu-threads", "2"]);
+    // oneDNN's matrix multiplies (what `--cpu-matmul auto` picks on an AMD
+    // processor with AVX-512): the path furthest from transformers' own.
+    let server =
+        Server::start(&["--model-path", model.to_str().unwrap(), "--cpu-threads", "2", "--cpu-matmul", "onednn"]);
     // One batched request: the server decodes the prompts together.
     let body = json!({"input_ids": prompts, "sampling_params": {"temperature": 0, "max_new_tokens": max_new}});
     let out = server.generate(body);
