@@ -98,7 +98,16 @@ impl Session {
 
     /// The page as the model sees it.
     pub fn observe(&self) -> Result<String, String> {
-        let v = self.page.eval(RENDER_JS)?;
+        let mut v = self.page.eval(RENDER_JS)?;
+        // A navigation that began after `settle`'s grace (a slow, loaded
+        // machine) leaves a document still loading, often empty: wait for it.
+        for _ in 0..3 {
+            if v.get("ready").and_then(Value::as_str).is_none_or(|r| r == "complete") {
+                break;
+            }
+            self.page.settle();
+            v = self.page.eval(RENDER_JS)?;
+        }
         let title = v.get("title").and_then(Value::as_str).unwrap_or("");
         let url = v.get("url").and_then(Value::as_str).unwrap_or("");
         let shown = match url.strip_prefix(&self.base) {

@@ -78,5 +78,6 @@
     scroll_y: Math.round(window.scrollY),
     page_height: Math.round(de ? de.scrollHeight : 0),
     viewport: window.innerHeight,
+    ready: document.readyState,
   };
 })()
