@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_train_global_optspecs
-    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
+    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= logprob-chunk-tokens= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
 end
 
 function __fish_arl_train_needs_command
@@ -73,6 +73,7 @@ fp32\t'Everything in float32'
 bf16\t'bf16 weights and activations with float32 master weights and optimizer state'
 amp\t'Automatic mixed precision: float32 weights, matrix multiplies in bf16 under libtorch autocast (CUDA or CPU)'"
 complete -c arl-train -n "__fish_arl_train_needs_command" -l threads -d 'CPU threads for libtorch (0: all cores)' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l logprob-chunk-tokens -d 'Positions that go through the LM head at a time for log-probs and entropy (0: about 256 MB of float32 logits a chunk, e.g. 441 positions at a 151,936-token vocabulary); the logits of a whole micro-batch are never held' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l seed -d 'Seed for shuffling and libtorch\'s generators' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l metrics -d 'Append one JSON line of metrics per optimizer step to FILE' -r -F
 complete -c arl-train -n "__fish_arl_train_needs_command" -l nproc -d 'Data-parallel processes on this machine: `arl-train` starts itself N times under `mpirun` (shared memory and loopback only). Under a launcher of your own (`mpirun -n N arl-train …`, across machines) leave it at 1 or give the same N. Each rank trains on a token-balanced share of every global batch; the update equals one process on the whole batch' -r
@@ -113,6 +114,7 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand make-tokenizer" -s h
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l model -d 'Model whose log-probs are written' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l temperature -d 'Sampling temperature applied to the logits' -r
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l max-tokens-per-micro-batch -d 'Token budget of one forward batch' -r
+complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l logprob-chunk-tokens -d 'Positions through the LM head at a time (0: about 256 MB of float32 logits a chunk)' -r
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l device -d '`cpu`, `cuda` or `cuda:N`' -r
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l threads -d 'CPU threads for libtorch (0: all cores)' -r
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F

@@ -616,7 +616,7 @@ impl Model {
     }
 
     /// Runs the training and scoring forwards ([`Model::forward`],
-    /// [`Model::features`], [`Model::forward_backward_checkpointed`]) under
+    /// [`Model::features`], [`Model::token_scores`], [`Model::forward_backward_lean`]) under
     /// libtorch autocast in `dtype` (`None`: off). The weights should be
     /// float32. Fails when libtorch cannot autocast on this device.
     pub fn set_amp(&mut self, dtype: Option<AmpDtype>) -> Result<()> {
@@ -657,39 +657,195 @@ impl Model {
         x
     }
 
-    /// [`Model::forward`] then `loss_of(logits).backward()`, with per-layer
-    /// activation checkpointing: the forward keeps only each block's input;
-    /// the backward recomputes one block at a time and back-propagates the
-    /// incoming gradient g through it as ∂(out·g)/∂θ — the same gradients for
-    /// about one extra forward pass, with one block's activations alive.
-    pub fn forward_backward_checkpointed(
+    /// The LM head's matrix [V, H] (the embedding when tied).
+    fn head_weight(&self) -> &Tensor {
+        self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
+    }
+
+    /// Rows `h` [N, H] (after the final norm) → the float32 log-prob of
+    /// `targets` [N] under `softmax(logits / temperature)`, and the entropy
+    /// `logsumexp(l) − Σ p·l` when asked: the formulas of [`token_logprobs`]
+    /// and the trainer's entropy, one row at a time. Differentiable.
+    fn head_scores(&self, h: &Tensor, targets: &Tensor, temperature: f64, entropy: bool) -> (Tensor, Option<Tensor>) {
+        let l = h.linear::<Tensor>(self.head_weight(), None).to_kind(Kind::Float);
+        let l = if temperature != 1.0 { l / temperature } else { l };
+        let lse = l.logsumexp([-1i64].as_slice(), false);
+        let logp = l.gather(-1, &targets.unsqueeze(-1), false).squeeze_dim(-1) - &lse;
+        let ent = entropy.then(|| {
+            let p = l.softmax(-1, Kind::Float);
+            &lse - (p * &l).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float)
+        });
+        (logp, ent)
+    }
+
+    /// [`Model::head_scores`] of `rows` [N, H] in chunks of `chunk` rows,
+    /// without gradient: never more than one chunk's logits alive.
+    fn head_scores_chunked(&self, rows: &Tensor, targets: &Tensor, o: &HeadOptions) -> (Tensor, Option<Tensor>) {
+        let n = rows.size()[0];
+        let chunk = o.chunk_rows(self.config.vocab_size) as i64;
+        let want_ent = o.entropy != EntropyMode::Off;
+        tch::no_grad(|| {
+            let (mut lps, mut ents) = (Vec::new(), Vec::new());
+            let mut at = 0;
+            while at < n {
+                let m = chunk.min(n - at);
+                let (lp, ent) =
+                    self.head_scores(&rows.narrow(0, at, m), &targets.narrow(0, at, m), o.temperature, want_ent);
+                lps.push(lp);
+                ents.extend(ent);
+                at += m;
+            }
+            let cat = |v: Vec<Tensor>| {
+                if v.is_empty() {
+                    Tensor::zeros([0], (Kind::Float, self.device))
+                } else {
+                    Tensor::cat(&v, 0)
+                }
+            };
+            (cat(lps), want_ent.then(|| cat(ents)))
+        })
+    }
+
+    /// Flat indices (into [B·(T−1)]) of the positions to score: where
+    /// `needed` [B, T−1] is non-zero, or all.
+    fn scored_positions(&self, b: i64, t: i64, needed: Option<&Tensor>) -> Tensor {
+        match needed {
+            Some(m) => m.to_device(self.device).reshape([-1]).ne(0.0).nonzero().squeeze_dim(-1),
+            None => Tensor::arange(b * (t - 1), (Kind::Int64, self.device)),
+        }
+    }
+
+    /// Scores at the selected flat positions `idx` spread over [B, T−1] (0 elsewhere).
+    fn spread(&self, v: &Tensor, idx: &Tensor, b: i64, t: i64) -> Tensor {
+        Tensor::zeros([b * (t - 1)], (Kind::Float, self.device)).index_copy(0, idx, v).view([b, t - 1])
+    }
+
+    /// Per-token log-probs of each next token (and the entropy when asked),
+    /// [B, T−1] float32 (position p scores token p+1), without gradient and
+    /// without the logits of the whole batch: the LM head runs over
+    /// `o.chunk_tokens` positions at a time. `needed` [B, T−1] (non-zero:
+    /// score it) skips the rest (prompt, padding), which read 0.
+    pub fn token_scores(
         &self,
         ids: &Tensor,
         attention_mask: Option<&Tensor>,
-        loss_of: impl FnOnce(&Tensor) -> Result<Tensor>,
+        needed: Option<&Tensor>,
+        o: &HeadOptions,
+    ) -> TokenScores {
+        tch::no_grad(|| {
+            let _amp = self.autocast();
+            let ids = ids.to_device(self.device);
+            let (b, t) = ids.size2().expect("ids [B,T]");
+            let h = self.features(&ids, attention_mask).narrow(1, 0, t - 1);
+            let idx = self.scored_positions(b, t, needed);
+            let rows = h.reshape([b * (t - 1), -1]).index_select(0, &idx);
+            let targets = ids.narrow(1, 1, t - 1).reshape([-1]).index_select(0, &idx);
+            let (lp, ent) = self.head_scores_chunked(&rows, &targets, o);
+            TokenScores { logp: self.spread(&lp, &idx, b, t), entropy: ent.map(|e| self.spread(&e, &idx, b, t)) }
+        })
+    }
+
+    /// Forward, `loss_of(scores).backward()`, all gradients accumulated,
+    /// without ever holding the logits of the whole micro-batch: the scores
+    /// ([`Model::token_scores`]'s, here leaves that take the loss's gradient)
+    /// are computed chunk by chunk without a graph; after the loss's
+    /// backward, each chunk's logits are recomputed with a graph and
+    /// back-propagated with their share of that gradient (∂(scores·g)/∂θ),
+    /// into the hidden states and the head; then the hidden states' gradient
+    /// goes back through the model — the gradients of the plain forward, for
+    /// one more pass through the LM head. The entropy takes part in the
+    /// gradient only with [`EntropyMode::Grad`]. With `checkpointed`
+    /// (activation checkpointing), the forward keeps only each block's input
+    /// and the backward recomputes one block at a time, back-propagating the
+    /// incoming gradient g through it as ∂(out·g)/∂θ — the same gradients for
+    /// about one more forward, with one block's activations alive.
+    pub fn forward_backward_lean(
+        &self,
+        ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        needed: Option<&Tensor>,
+        o: &HeadOptions,
+        checkpointed: bool,
+        loss_of: impl FnOnce(&TokenScores) -> Result<Tensor>,
     ) -> Result<()> {
         let _amp = self.autocast();
         let ids = ids.to_device(self.device);
-        let (_, t) = ids.size2()?;
+        let (b, t) = ids.size2()?;
         let _ = attention_mask; // see Block::train_attn
-        let mut x = tch::no_grad(|| self.embed(&ids));
+                                // The last hidden states: with the trunk's graph, or (checkpointed)
+                                // a leaf, each block's input kept.
         let pos = Tensor::arange(t, (Kind::Int64, self.device)).unsqueeze(-1);
-        let (cos, sin) = self.rope(&pos, x.kind());
-        let mut inputs = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            inputs.push(x.shallow_clone());
-            x = tch::no_grad(|| layer.forward(&x, &cos, &sin, Block::train_attn));
+        let mut blocks = None;
+        let x = if checkpointed {
+            let mut x = tch::no_grad(|| self.embed(&ids));
+            let (cos, sin) = self.rope(&pos, x.kind());
+            let mut inputs = Vec::with_capacity(self.layers.len());
+            for layer in &self.layers {
+                inputs.push(x.shallow_clone());
+                x = tch::no_grad(|| layer.forward(&x, &cos, &sin, Block::train_attn));
+            }
+            blocks = Some((inputs, cos, sin));
+            x.detach().set_requires_grad(true)
+        } else {
+            self.trunk(&ids, None)
+        };
+        let h = self.norm.forward(&x.narrow(1, 0, t - 1));
+        let idx = self.scored_positions(b, t, needed);
+        let rows = h.reshape([b * (t - 1), -1]).index_select(0, &idx);
+        let rows_leaf = rows.detach().set_requires_grad(true);
+        let targets = ids.narrow(1, 1, t - 1).reshape([-1]).index_select(0, &idx);
+        let (lp, ent) = self.head_scores_chunked(&rows_leaf, &targets, o);
+        let lp = lp.set_requires_grad(true);
+        let ent_grad = o.entropy == EntropyMode::Grad;
+        let ent = ent.map(|e| e.set_requires_grad(ent_grad));
+        let scores = TokenScores {
+            logp: self.spread(&lp, &idx, b, t),
+            entropy: ent.as_ref().map(|e| self.spread(e, &idx, b, t)),
+        };
+        loss_of(&scores)?.backward();
+        let n = idx.size()[0];
+        if n == 0 {
+            return Ok(());
         }
-        let h = x.detach().set_requires_grad(true);
-        loss_of(&self.head(&h))?.backward();
-        let mut g = h.grad();
-        for (layer, xin) in self.layers.iter().zip(inputs).rev() {
-            let xin = xin.detach().set_requires_grad(true);
-            let out = layer.forward(&xin, &cos, &sin, Block::train_attn);
-            (out * &g).sum(Kind::Float).backward();
-            g = xin.grad();
+        let grad_of = |v: &Tensor| {
+            let g = v.grad();
+            g.defined().then_some(g)
+        };
+        let (g_lp, g_ent) = (grad_of(&lp), ent.as_ref().filter(|_| ent_grad).and_then(grad_of));
+        if g_lp.is_none() && g_ent.is_none() {
+            return Ok(());
         }
-        (self.embed(&ids) * g).sum(Kind::Float).backward();
+        let chunk = o.chunk_rows(self.config.vocab_size) as i64;
+        let mut at = 0;
+        while at < n {
+            let m = chunk.min(n - at);
+            let (lpc, entc) = self.head_scores(
+                &rows_leaf.narrow(0, at, m),
+                &targets.narrow(0, at, m),
+                o.temperature,
+                g_ent.is_some(),
+            );
+            let mut terms = Vec::with_capacity(2);
+            if let Some(g) = &g_lp {
+                terms.push((lpc * g.narrow(0, at, m)).sum(Kind::Float));
+            }
+            if let (Some(g), Some(e)) = (&g_ent, entc) {
+                terms.push((e * g.narrow(0, at, m)).sum(Kind::Float));
+            }
+            Tensor::stack(&terms, 0).sum(Kind::Float).backward();
+            at += m;
+        }
+        (rows * rows_leaf.grad()).sum(Kind::Float).backward();
+        if let Some((inputs, cos, sin)) = blocks {
+            let mut g = x.grad();
+            for (layer, xin) in self.layers.iter().zip(inputs).rev() {
+                let xin = xin.detach().set_requires_grad(true);
+                let out = layer.forward(&xin, &cos, &sin, Block::train_attn);
+                (out * &g).sum(Kind::Float).backward();
+                g = xin.grad();
+            }
+            (self.embed(&ids) * g).sum(Kind::Float).backward();
+        }
         Ok(())
     }
 
@@ -866,6 +1022,51 @@ impl Model {
             self.head(&h)
         })
     }
+}
+
+/// Whether [`Model::token_scores`] and [`Model::forward_backward_lean`]
+/// compute the entropy, and whether it takes part in the gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntropyMode {
+    Off,
+    /// Values only (for metrics).
+    Value,
+    /// Values, and its gradient flows (an entropy bonus in the loss).
+    Grad,
+}
+
+/// How the LM head is scored.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadOptions {
+    /// Sampling temperature: scores are of `softmax(logits / temperature)`.
+    pub temperature: f64,
+    /// Positions through the LM head at a time; 0: [`HeadOptions::auto_chunk`].
+    pub chunk_tokens: usize,
+    pub entropy: EntropyMode,
+}
+
+impl HeadOptions {
+    /// Positions per chunk when unsaid: about 64M float32 logits (256 MB) a
+    /// chunk — 441 positions at Qwen's 151,936 entries, 1,365 at SmolLM2's
+    /// 49,152 — at least 16.
+    pub fn auto_chunk(vocab: usize) -> usize {
+        ((1usize << 26) / vocab.max(1)).max(16)
+    }
+
+    fn chunk_rows(&self, vocab: usize) -> usize {
+        if self.chunk_tokens == 0 {
+            Self::auto_chunk(vocab)
+        } else {
+            self.chunk_tokens
+        }
+    }
+}
+
+/// Per-token scores of next tokens, [B, T−1] float32 (position p scores
+/// token p+1; 0 where not scored).
+pub struct TokenScores {
+    pub logp: Tensor,
+    pub entropy: Option<Tensor>,
 }
 
 /// Log-probability of each chosen token: `log_softmax(logits.float() / temperature)`

@@ -1,10 +1,10 @@
 //! Micro-batches on the device, shared by the policy trainer and the critic:
 //! right-padded ids and attention masks, per-response-token lists aligned to
 //! next-token positions, and scoring samples under a model (old-policy and
-//! reference log-probs, `arl-train logprobs`).
+//! reference log-probs, `arl-train logprobs`) through the chunked LM head.
 use super::{pack, Sample};
 use arl_dist::Collective;
-use arl_model::{token_logprobs, Model};
+use arl_model::{EntropyMode, HeadOptions, Model};
 use tch::{Device, Tensor};
 
 /// ids and attention mask [B, T] of right-padded samples, and T (at least 2).
@@ -39,6 +39,17 @@ pub(crate) fn aligned(
     Some(Tensor::from_slice(&out).view([samples.len() as i64, t as i64 - 1]).to_device(device))
 }
 
+/// 1 at each sample's response positions of a response-aligned [B, T−1]
+/// layout (position p predicts token p+1), 0 elsewhere.
+pub(crate) fn response_positions(samples: &[&Sample], t: usize, device: Device) -> Tensor {
+    let mut out = vec![0f32; samples.len() * (t - 1)];
+    for (b, s) in samples.iter().enumerate() {
+        let base = b * (t - 1) + s.prompt_len - 1;
+        out[base..base + s.response_len()].fill(1.0);
+    }
+    Tensor::from_slice(&out).view([samples.len() as i64, t as i64 - 1]).to_device(device)
+}
+
 /// A padded micro-batch of the policy trainer on the device; response-aligned
 /// tensors are [B, T−1].
 pub(crate) struct Batch {
@@ -52,7 +63,6 @@ pub(crate) struct Batch {
     pub reference: Option<Tensor>,
     /// Non-pad tokens, for tokens/s.
     pub tokens: usize,
-    pub t: usize,
 }
 
 impl Batch {
@@ -68,36 +78,35 @@ impl Batch {
             rollout: list(|s| s.rollout_log_probs.as_deref()),
             reference: list(|s| s.ref_log_probs.as_deref()),
             tokens: samples.iter().map(|s| s.tokens.len()).sum(),
-            t,
         }
     }
 }
 
-/// Log-probs [B, T−1] of each next token.
-pub(crate) fn batch_logprobs(model: &Model, batch: &Batch, temperature: f64) -> Tensor {
-    let t = batch.t as i64;
-    let logits = model.forward(&batch.ids, Some(&batch.attn)).narrow(1, 0, t - 1);
-    token_logprobs(&logits, &batch.ids.narrow(1, 1, t - 1), temperature)
-}
-
-/// Response-token log-probs of every sample under `model` (no gradient).
-pub(crate) fn score(model: &Model, samples: &[&Sample], budget: usize, temperature: f64) -> Vec<Vec<f32>> {
+/// Response-token log-probs of every sample under `model` (no gradient),
+/// the LM head in chunks (`chunk` positions; 0: automatic) over the
+/// response positions only.
+pub(crate) fn score(
+    model: &Model,
+    samples: &[&Sample],
+    budget: usize,
+    temperature: f64,
+    chunk: usize,
+) -> Vec<Vec<f32>> {
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let order: Vec<usize> = (0..samples.len()).collect();
     let mut out = vec![vec![]; samples.len()];
-    tch::no_grad(|| {
-        for mb in pack(&order, &lens, budget) {
-            let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
-            let batch = Batch::new(&group, model.device());
-            let lp = batch_logprobs(model, &batch, temperature);
-            let lp = lp.to_device(Device::Cpu);
-            for (b, &i) in mb.iter().enumerate() {
-                let s = samples[i];
-                let row = lp.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
-                out[i] = Vec::<f32>::try_from(&row).unwrap_or_default();
-            }
+    let o = HeadOptions { temperature, chunk_tokens: chunk, entropy: EntropyMode::Off };
+    for mb in pack(&order, &lens, budget) {
+        let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
+        let (ids, attn, t) = padded(&group, model.device());
+        let needed = response_positions(&group, t, model.device());
+        let lp = model.token_scores(&ids, Some(&attn), Some(&needed), &o).logp.to_device(Device::Cpu);
+        for (b, &i) in mb.iter().enumerate() {
+            let s = samples[i];
+            let row = lp.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
+            out[i] = Vec::<f32>::try_from(&row).unwrap_or_default();
         }
-    });
+    }
     out
 }
 
@@ -109,16 +118,17 @@ pub(crate) fn score_shared(
     samples: &[&Sample],
     budget: usize,
     temperature: f64,
+    chunk: usize,
     comm: &dyn Collective,
 ) -> Vec<Vec<f32>> {
     if comm.size() == 1 {
-        return score(model, samples, budget, temperature);
+        return score(model, samples, budget, temperature, chunk);
     }
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let all: Vec<usize> = (0..samples.len()).collect();
     let mine = arl_dist::shard(&all, &lens, comm.size()).swap_remove(comm.rank());
     let group: Vec<&Sample> = mine.iter().map(|&i| samples[i]).collect();
-    let lps = score(model, &group, budget, temperature);
+    let lps = score(model, &group, budget, temperature, chunk);
     let mut offsets = Vec::with_capacity(samples.len() + 1);
     offsets.push(0);
     for s in samples {

@@ -144,6 +144,8 @@ pub struct TrainConfig {
     /// libtorch CPU threads (0: all cores, shared between the ranks of a machine).
     pub threads: usize,
     pub gradient_checkpointing: bool,
+    /// Positions through the LM head at a time (0: [`arl_model::HeadOptions::auto_chunk`]).
+    pub logprob_chunk_tokens: usize,
     pub seed: u64,
     /// JSONL file that gets one line of metrics per step.
     pub metrics: Option<PathBuf>,
@@ -194,6 +196,8 @@ pub struct ScoreConfig {
     pub temperature: f64,
     /// Token budget of one forward batch (> 0).
     pub max_tokens_per_micro_batch: usize,
+    /// Positions through the LM head at a time (0: automatic; `logprobs` only).
+    pub logprob_chunk_tokens: usize,
     pub device: DeviceSpec,
     pub threads: usize,
     pub input: InputSpec,

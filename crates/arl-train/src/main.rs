@@ -241,6 +241,12 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Runtime")]
     pub threads: usize,
 
+    /// Positions that go through the LM head at a time for log-probs and
+    /// entropy (0: about 256 MB of float32 logits a chunk, e.g. 441 positions at
+    /// a 151,936-token vocabulary); the logits of a whole micro-batch are never held
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Runtime")]
+    pub logprob_chunk_tokens: usize,
+
     /// Activation checkpointing: keep only each block's input during the
     /// forward and recompute the block in the backward (less memory, ~1 more forward)
     #[arg(long, help_heading = "Runtime")]
@@ -353,6 +359,9 @@ pub struct LogprobsArgs {
     /// Token budget of one forward batch
     #[arg(long, default_value_t = 8192, value_name = "TOKENS")]
     pub max_tokens_per_micro_batch: usize,
+    /// Positions through the LM head at a time (0: about 256 MB of float32 logits a chunk)
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub logprob_chunk_tokens: usize,
     /// `cpu`, `cuda` or `cuda:N`
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -516,6 +525,7 @@ impl TrainArgs {
             precision: self.precision,
             threads: self.threads,
             gradient_checkpointing: self.gradient_checkpointing,
+            logprob_chunk_tokens: self.logprob_chunk_tokens,
             seed: self.seed,
             metrics: self.metrics.clone(),
             nproc: self.nproc,
@@ -554,6 +564,7 @@ impl LogprobsArgs {
             model: self.model.clone(),
             temperature: self.temperature,
             max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
+            logprob_chunk_tokens: self.logprob_chunk_tokens,
             device: device(&self.device)?,
             threads: self.threads,
             input: self.input.spec()?,
@@ -571,6 +582,7 @@ impl ValuesArgs {
             model: self.critic.clone(),
             temperature: 1.0,
             max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
+            logprob_chunk_tokens: 0,
             device: device(&self.device)?,
             threads: self.threads,
             input: self.input.spec()?,

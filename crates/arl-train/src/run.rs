@@ -158,14 +158,14 @@ fn prepare_log_probs(
         let mut reference = Model::load(ref_dir, model.device(), model.kind())?;
         reference.set_amp(amp)?;
         let refs: Vec<&Sample> = samples.iter().collect();
-        let lps = score_shared(&reference, &refs, budget, args.temperature, comm);
+        let lps = score_shared(&reference, &refs, budget, args.temperature, args.logprob_chunk_tokens, comm);
         for (s, lp) in samples.iter_mut().zip(lps) {
             s.ref_log_probs = Some(lp);
         }
     }
     if args.recompute_old_logprobs {
         let all: Vec<&Sample> = samples.iter().collect();
-        let lps = score_shared(model, &all, budget, args.temperature, comm);
+        let lps = score_shared(model, &all, budget, args.temperature, args.logprob_chunk_tokens, comm);
         for (s, lp) in samples.iter_mut().zip(lps) {
             s.old_log_probs = Some(lp);
         }

@@ -17,7 +17,7 @@ pub fn logprobs(a: &ScoreConfig) -> Result<ExitCode> {
     annotate(
         &a.input,
         &a.output,
-        |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature),
+        |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature, a.logprob_chunk_tokens),
         |r, lp| r.ref_log_probs = Some(lp),
     )
 }

@@ -10,7 +10,7 @@ use super::{pack, Sample};
 use anyhow::{Context, Result};
 use arl_core::cli;
 use arl_dist::{grads::GradSync, Collective};
-use arl_model::{token_logprobs, Model};
+use arl_model::{EntropyMode, HeadOptions, Model, TokenScores};
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
 
@@ -153,19 +153,30 @@ pub(crate) fn train_step(
     opt.zero_grad();
     // Micro-batches of similar lengths waste less on padding; the step's
     // gradient does not depend on how its samples are grouped.
+    let rl = args.loss == LossKind::Rl;
+    let head = HeadOptions {
+        temperature: args.temperature,
+        chunk_tokens: args.logprob_chunk_tokens,
+        entropy: if rl && args.entropy_coef != 0.0 { EntropyMode::Grad } else { EntropyMode::Value },
+    };
     let mut by_len = chunk.to_vec();
     by_len.sort_by_key(|&i| lens[i]);
     for mb in pack(&by_len, lens, args.max_tokens_per_micro_batch) {
         let group: Vec<&Sample> = mb.iter().map(|&i| &samples[i]).collect();
         let batch = Batch::new(&group, model.device());
         s.all_tokens += batch.tokens;
-        let mut compute = |logits: &Tensor| micro_batch_loss(args, &batch, logits, &agg, &mut s);
-        if args.gradient_checkpointing {
-            model.forward_backward_checkpointed(&batch.ids, Some(&batch.attn), compute)?;
-        } else {
-            let logits = model.forward(&batch.ids, Some(&batch.attn));
-            compute(&logits)?.backward();
-        }
+        // Log-probs and entropy through the chunked LM head, at the response
+        // positions only (every loss and statistic reads them through the
+        // loss mask; other positions read 0).
+        let needed = batch.mask.gt(0.0);
+        model.forward_backward_lean(
+            &batch.ids,
+            Some(&batch.attn),
+            Some(&needed),
+            &head,
+            args.gradient_checkpointing,
+            |scores| micro_batch_loss(args, &batch, scores, &agg, &mut s),
+        )?;
     }
     if let Some((comm, sync)) = dp {
         // Sum over ranks: each rank's loss was already divided by the global
@@ -184,19 +195,17 @@ pub(crate) fn train_step(
     Ok((norm, s))
 }
 
-/// The loss of one micro-batch from its logits [B, T, V] (to call
-/// `backward` on), its statistics added to `s`.
+/// The loss of one micro-batch from its log-probs and entropy [B, T−1] (to
+/// call `backward` on), its statistics added to `s`.
 fn micro_batch_loss(
     args: &TrainConfig,
     batch: &Batch,
-    logits: &Tensor,
+    scores: &TokenScores,
     agg: &Aggregation,
     s: &mut StepStats,
 ) -> Result<Tensor> {
     let rl = args.loss == LossKind::Rl;
-    let t = batch.t as i64;
-    let logits = logits.narrow(1, 0, t - 1);
-    let logp = token_logprobs(&logits, &batch.ids.narrow(1, 1, t - 1), args.temperature);
+    let logp = &scores.logp;
     let mut mask = batch.mask.shallow_clone();
     if let Some(r) = &batch.rollout {
         let d = &logp.detach() - r; // log π_train − log π_rollout
@@ -209,21 +218,17 @@ fn micro_batch_loss(
         }
     }
     let need_entropy_grad = rl && args.entropy_coef != 0.0;
-    let ent = if need_entropy_grad {
-        loss::entropy(&logits, args.temperature)
-    } else {
-        tch::no_grad(|| loss::entropy(&logits.detach(), args.temperature))
-    };
+    let ent = scores.entropy.as_ref().context("the entropy")?;
     let token_loss = if rl {
-        let mut total = policy_loss(args, batch, &logp, &mut mask, s)?;
+        let mut total = policy_loss(args, batch, logp, &mut mask, s)?;
         if need_entropy_grad {
-            total -= &ent * args.entropy_coef;
+            total -= ent * args.entropy_coef;
         }
         total
     } else {
-        -&logp
+        -logp
     };
-    s.entropy += masked_sum(&ent, &mask);
+    s.entropy += masked_sum(ent, &mask);
     s.tokens += mask.sum(Kind::Float).double_value(&[]);
     s.loss += masked_sum(&token_loss, &mask);
     Ok(loss::agg_sum(&token_loss, &mask, args.loss_agg, agg.horizon) / agg.denom)

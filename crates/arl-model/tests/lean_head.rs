@@ -1,0 +1,123 @@
+//! The chunked LM head (`Model::token_scores`, `Model::forward_backward_lean`)
+//! against the plain path — full logits [B,T,V], `token_logprobs`, the
+//! entropy formula, autograd through all of it: the same log-probs and
+//! entropies, and the same gradients on every parameter, for several chunk
+//! sizes, with and without skipped positions, checkpointed or not.
+use arl_model::{token_logprobs, EntropyMode, HeadOptions, Model};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tch::{Device, Kind, Tensor};
+
+fn golden(name: &str) -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("testdata/golden").join(name)
+}
+
+fn entropy(logits: &Tensor, t: f64) -> Tensor {
+    let l = logits / t;
+    let p = l.softmax(-1, Kind::Float);
+    l.logsumexp([-1i64].as_slice(), false) - (p * &l).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float)
+}
+
+/// A loss of the kind the trainer builds: a weighted sum of log-probs,
+/// something nonlinear in them (a ratio), and an entropy bonus.
+fn loss(lp: &Tensor, ent: Option<&Tensor>, w: &Tensor, mask: &Tensor) -> Tensor {
+    let l = ((lp * w) + (lp.exp() * 0.3)) * mask;
+    match ent {
+        Some(e) => (l - e * mask * 0.05).sum(Kind::Float),
+        None => l.sum(Kind::Float),
+    }
+}
+
+fn grads(m: &Model) -> BTreeMap<String, Tensor> {
+    m.named_parameters().into_iter().map(|(k, v)| (k, v.grad().copy())).collect()
+}
+
+fn max_rel(a: &Tensor, b: &Tensor) -> f64 {
+    let scale = b.abs().max().double_value(&[]).max(1e-6);
+    (a - b).abs().max().double_value(&[]) / scale
+}
+
+#[test]
+fn chunked_scores_and_gradients_equal_the_full_logits_path() {
+    tch::manual_seed(0);
+    for name in ["qwen2", "llama"] {
+        let dir = golden(name);
+        let reference = Model::load(&dir, Device::Cpu, Kind::Float).unwrap();
+        let v = reference.config.vocab_size as i64;
+        let (b, t) = (3i64, 11i64);
+        let ids = Tensor::randint(v, [b, t], (Kind::Int64, Device::Cpu));
+        let temp = 0.8;
+        // Response positions of different lengths (position p scores token p+1).
+        let mut m = vec![0f32; (b * (t - 1)) as usize];
+        for (i, (from, to)) in [(2usize, 10usize), (5, 7), (0, 4)].iter().enumerate() {
+            m[i * (t as usize - 1) + from..i * (t as usize - 1) + to].iter_mut().for_each(|x| *x = 1.0);
+        }
+        let mask = Tensor::from_slice(&m).view([b, t - 1]);
+        let w = Tensor::randn([b, t - 1], (Kind::Float, Device::Cpu));
+
+        // The plain path.
+        let logits = reference.forward(&ids, None).narrow(1, 0, t - 1);
+        let lp_ref = token_logprobs(&logits, &ids.narrow(1, 1, t - 1), temp);
+        let ent_ref = entropy(&logits, temp);
+        loss(&lp_ref, Some(&ent_ref), &w, &mask).backward();
+        let g_ref = grads(&reference);
+
+        for (chunk, needed, checkpointed) in
+            [(1usize, false, false), (4, true, false), (7, true, true), (0, false, true)]
+        {
+            let model = Model::load(&dir, Device::Cpu, Kind::Float).unwrap();
+            let o = HeadOptions { temperature: temp, chunk_tokens: chunk, entropy: EntropyMode::Grad };
+            let sel = needed.then_some(&mask);
+            // Values without gradient.
+            let s = model.token_scores(&ids, None, sel, &o);
+            let keep = if needed { mask.shallow_clone() } else { Tensor::ones_like(&mask) };
+            let d_lp = max_rel(&(&s.logp * &keep), &(&lp_ref.detach() * &keep));
+            let d_ent = max_rel(&(s.entropy.as_ref().unwrap() * &keep), &(&ent_ref.detach() * &keep));
+            assert!(d_lp < 1e-5 && d_ent < 1e-5, "{name} chunk {chunk}: log-probs {d_lp:e}, entropy {d_ent:e}");
+            if needed {
+                let outside = (&s.logp * (Tensor::ones_like(&mask) - &mask)).abs().max().double_value(&[]);
+                assert_eq!(outside, 0.0, "positions not asked for read 0");
+            }
+            // Gradients.
+            model
+                .forward_backward_lean(&ids, None, sel, &o, checkpointed, |sc| {
+                    Ok(loss(&sc.logp, sc.entropy.as_ref(), &w, &mask))
+                })
+                .unwrap();
+            let g = grads(&model);
+            assert_eq!(g.len(), g_ref.len());
+            for (k, want) in &g_ref {
+                let d = max_rel(&g[k], want);
+                assert!(
+                    d < 1e-4,
+                    "{name} chunk {chunk} needed {needed} checkpointed {checkpointed}: `{k}` differs by {d:e}"
+                );
+            }
+        }
+    }
+}
+
+/// With the entropy as a value only, it takes no part in the gradient.
+#[test]
+fn entropy_values_only_leave_the_gradient_to_the_log_probs() {
+    tch::manual_seed(1);
+    let dir = golden("qwen2");
+    let a = Model::load(&dir, Device::Cpu, Kind::Float).unwrap();
+    let b = Model::load(&dir, Device::Cpu, Kind::Float).unwrap();
+    let v = a.config.vocab_size as i64;
+    let ids = Tensor::randint(v, [2, 9], (Kind::Int64, Device::Cpu));
+    let w = Tensor::randn([2, 8], (Kind::Float, Device::Cpu));
+    let ones = Tensor::ones([2, 8], (Kind::Float, Device::Cpu));
+    let value = HeadOptions { temperature: 1.0, chunk_tokens: 5, entropy: EntropyMode::Value };
+    a.forward_backward_lean(&ids, None, None, &value, false, |s| {
+        assert!(s.entropy.is_some(), "the entropy is computed");
+        Ok(loss(&s.logp, s.entropy.as_ref(), &w, &ones))
+    })
+    .unwrap();
+    let off = HeadOptions { entropy: EntropyMode::Off, ..value };
+    b.forward_backward_lean(&ids, None, None, &off, false, |s| Ok(loss(&s.logp, None, &w, &ones))).unwrap();
+    let (ga, gb) = (grads(&a), grads(&b));
+    for (k, want) in &gb {
+        assert!(max_rel(&ga[k], want) < 1e-6, "`{k}`");
+    }
+}
