@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_train_global_optspecs
-    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= logprob-chunk-tokens= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
+    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= no-packing epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= logprob-chunk-tokens= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
 end
 
 function __fish_arl_train_needs_command
@@ -53,7 +53,7 @@ seq-mean-token-mean\t'Mean over a sequence\'s tokens, mean over sequences'
 seq-mean-token-sum-norm\t'Sum over a sequence\'s tokens divided by a constant horizon, mean over sequences (Dr. GRPO, arXiv:2503.20783)'"
 complete -c arl-train -n "__fish_arl_train_needs_command" -l loss-agg-horizon -d 'Horizon of `seq-mean-token-sum-norm`; default: the longest response of the step' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l global-batch-size -d 'Records per optimizer step (default: all records, one step per epoch)' -r
-complete -c arl-train -n "__fish_arl_train_needs_command" -l max-tokens-per-micro-batch -d 'Token budget of one micro-batch (batch × padded length); a longer sequence goes alone' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l max-tokens-per-micro-batch -d 'Token budget of one micro-batch: the samples\' own tokens, packed longest-first into as few micro-batches as fit (with `--no-packing`: batch × padded length); a longer sequence goes alone' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l epochs -d 'Passes over the input' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l lr -d 'Peak learning rate' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l min-lr -d 'Final learning rate of the cosine schedule' -r
@@ -89,6 +89,7 @@ skip\t'Keep going; put every bad record in the `--rejects` file'"
 complete -c arl-train -n "__fish_arl_train_needs_command" -l rejects -d 'File that receives every bad record (the original line verbatim for JSONL, the row as JSON for Parquet) when `--on-error skip`' -r -F
 complete -c arl-train -n "__fish_arl_train_needs_command" -l resume -d 'Continue from `--model`\'s trainer state (optimizer moments, step counter, schedule position), as written by an earlier `arl-train --save`'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l recompute-old-logprobs -d 'Recompute the old-policy log-probs with `--model` before the first update (otherwise they are the records\' `rollout_log_probs`)'
+complete -c arl-train -n "__fish_arl_train_needs_command" -l no-packing -d 'Pad micro-batches to their longest sample instead of packing: by default the samples of a micro-batch run concatenated, positions restarting and attention kept within each sample (the same values, without computing on padding)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l shuffle -d 'Shuffle the records each epoch (seeded by `--seed`)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l gradient-checkpointing -d 'Activation checkpointing: keep only each block\'s input during the forward and recompute the block in the backward (less memory, ~1 more forward)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l train-critic -d 'Also train the critic, one optimizer step per policy step on the same records: ½·max((V−R)², (clip(V, V_old±EPS)−R)²) on trainable tokens (`loss_mask` 1), token mean, against `returns`, with V_old the records\' `values`. Adds `value_loss`, `value_clipfrac` and `value_explained_var` (1 − Var(R−V_old)/Var(R)) to the metrics. The critic is saved to `--critic-save` (with its AdamW state) before the policy is saved'

@@ -14,5 +14,5 @@ pub mod onednn;
 pub mod weights;
 
 pub use config::{Family, ModelConfig, RopeScaling};
-pub use net::{token_logprobs, EntropyMode, HeadOptions, KvCache, Model, SaveOptions, TokenScores};
+pub use net::{token_logprobs, EntropyMode, HeadOptions, KvCache, Layout, Model, SaveOptions, TokenScores};
 pub use onednn::CpuMatmul;

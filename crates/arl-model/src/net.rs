@@ -706,42 +706,123 @@ impl Model {
         })
     }
 
-    /// Flat indices (into [B·(T−1)]) of the positions to score: where
-    /// `needed` [B, T−1] is non-zero, or all.
-    fn scored_positions(&self, b: i64, t: i64, needed: Option<&Tensor>) -> Tensor {
-        match needed {
-            Some(m) => m.to_device(self.device).reshape([-1]).ne(0.0).nonzero().squeeze_dim(-1),
-            None => Tensor::arange(b * (t - 1), (Kind::Int64, self.device)),
+    /// What a scored forward runs: the model's input row(s), positions,
+    /// attention, and where each scored position's hidden state, target and
+    /// output slot are. `needed` [B, T−1] (non-zero: score; `None`: all).
+    fn plan(&self, ids: &Tensor, needed: Option<&Tensor>, layout: Layout<'_>) -> Plan {
+        let dev = self.device;
+        let (b, t) = ids.size2().expect("ids [B,T]");
+        match layout {
+            Layout::Padded => {
+                let slots = match needed {
+                    Some(m) => m.to_device(dev).reshape([-1]).ne(0.0).nonzero().squeeze_dim(-1),
+                    None => Tensor::arange(b * (t - 1), (Kind::Int64, dev)),
+                };
+                Plan {
+                    input: ids.shallow_clone(),
+                    pos: Tensor::arange(t, (Kind::Int64, dev)).unsqueeze(-1),
+                    segments: None,
+                    // Hidden rows [B·(T−1)] (the last position predicts nothing).
+                    rows: slots.shallow_clone(),
+                    targets: ids.narrow(1, 1, t - 1).reshape([-1]).index_select(0, &slots),
+                    slots,
+                    b,
+                    t,
+                }
+            }
+            Layout::Packed(lens) => {
+                assert_eq!(lens.len() as i64, b, "one length per row");
+                assert!(lens.iter().all(|&l| l >= 1 && l as i64 <= t), "lengths within the rows");
+                let need: Option<Vec<f32>> = needed.map(|m| {
+                    Vec::<f32>::try_from(&m.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1])).expect("mask")
+                });
+                let ids_cpu = Vec::<i64>::try_from(&ids.to_device(Device::Cpu).reshape([-1])).expect("ids");
+                let (mut flat, mut pos, mut rows, mut targets, mut slots) = (vec![], vec![], vec![], vec![], vec![]);
+                for (i, &l) in lens.iter().enumerate() {
+                    let row = &ids_cpu[i * t as usize..i * t as usize + l];
+                    let off = flat.len() as i64;
+                    for j in 0..l.saturating_sub(1) {
+                        let slot = i * (t as usize - 1) + j;
+                        if need.as_ref().is_none_or(|n| n[slot] != 0.0) {
+                            rows.push(off + j as i64);
+                            targets.push(row[j + 1]);
+                            slots.push(slot as i64);
+                        }
+                    }
+                    flat.extend_from_slice(row);
+                    pos.extend(0..l as i64);
+                }
+                let n = flat.len() as i64;
+                let at = |v: &[i64]| Tensor::from_slice(v).to_device(dev);
+                Plan {
+                    input: at(&flat).view([1, n]),
+                    pos: at(&pos).unsqueeze(-1),
+                    segments: Some(lens.iter().map(|&l| l as i64).collect()),
+                    rows: at(&rows),
+                    targets: at(&targets),
+                    slots: at(&slots),
+                    b,
+                    t,
+                }
+            }
         }
     }
 
-    /// Scores at the selected flat positions `idx` spread over [B, T−1] (0 elsewhere).
-    fn spread(&self, v: &Tensor, idx: &Tensor, b: i64, t: i64) -> Tensor {
-        Tensor::zeros([b * (t - 1)], (Kind::Float, self.device)).index_copy(0, idx, v).view([b, t - 1])
+    /// Embedding and every block of a plan's input (before the final norm);
+    /// `blocks`: keep each block's input (for checkpointing) and run without
+    /// a graph.
+    fn plan_trunk(&self, p: &Plan, keep_inputs: bool) -> (Tensor, Option<Vec<Tensor>>, (Tensor, Tensor)) {
+        let mut x = if keep_inputs { tch::no_grad(|| self.embed(&p.input)) } else { self.embed(&p.input) };
+        let (cos, sin) = self.rope(&p.pos, x.kind());
+        let mut inputs = keep_inputs.then(|| Vec::with_capacity(self.layers.len()));
+        for layer in &self.layers {
+            if let Some(v) = inputs.as_mut() {
+                v.push(x.shallow_clone());
+                x = tch::no_grad(|| layer.forward(&x, &cos, &sin, |a, q, k, v| p.attend(a, q, k, v)));
+            } else {
+                x = layer.forward(&x, &cos, &sin, |a, q, k, v| p.attend(a, q, k, v));
+            }
+        }
+        (x, inputs, (cos, sin))
+    }
+
+    /// The plan's scored hidden rows [M, H] after the final norm, with a graph from `x`.
+    fn plan_rows(&self, p: &Plan, x: &Tensor) -> Tensor {
+        let h = match p.segments {
+            None => self.norm.forward(&x.narrow(1, 0, p.t - 1)),
+            Some(_) => self.norm.forward(x),
+        };
+        let width = h.size()[h.dim() - 1];
+        h.reshape([-1, width]).index_select(0, &p.rows)
+    }
+
+    /// Scores of the plan's positions spread over [B, T−1] (0 elsewhere).
+    fn spread(&self, v: &Tensor, p: &Plan) -> Tensor {
+        Tensor::zeros([p.b * (p.t - 1)], (Kind::Float, self.device)).index_copy(0, &p.slots, v).view([p.b, p.t - 1])
     }
 
     /// Per-token log-probs of each next token (and the entropy when asked),
     /// [B, T−1] float32 (position p scores token p+1), without gradient and
     /// without the logits of the whole batch: the LM head runs over
-    /// `o.chunk_tokens` positions at a time. `needed` [B, T−1] (non-zero:
-    /// score it) skips the rest (prompt, padding), which read 0.
+    /// `o.chunk_tokens` positions at a time. `ids` [B, T] right-padded;
+    /// `needed` [B, T−1] (non-zero: score it) skips the rest (prompt,
+    /// padding), which read 0. With [`Layout::Packed`] the rows run
+    /// concatenated, without padding (see [`Layout`]).
     pub fn token_scores(
         &self,
         ids: &Tensor,
-        attention_mask: Option<&Tensor>,
         needed: Option<&Tensor>,
+        layout: Layout<'_>,
         o: &HeadOptions,
     ) -> TokenScores {
         tch::no_grad(|| {
             let _amp = self.autocast();
             let ids = ids.to_device(self.device);
-            let (b, t) = ids.size2().expect("ids [B,T]");
-            let h = self.features(&ids, attention_mask).narrow(1, 0, t - 1);
-            let idx = self.scored_positions(b, t, needed);
-            let rows = h.reshape([b * (t - 1), -1]).index_select(0, &idx);
-            let targets = ids.narrow(1, 1, t - 1).reshape([-1]).index_select(0, &idx);
-            let (lp, ent) = self.head_scores_chunked(&rows, &targets, o);
-            TokenScores { logp: self.spread(&lp, &idx, b, t), entropy: ent.map(|e| self.spread(&e, &idx, b, t)) }
+            let p = self.plan(&ids, needed, layout);
+            let (x, _, _) = self.plan_trunk(&p, false);
+            let rows = self.plan_rows(&p, &x);
+            let (lp, ent) = self.head_scores_chunked(&rows, &p.targets, o);
+            TokenScores { logp: self.spread(&lp, &p), entropy: ent.map(|e| self.spread(&e, &p)) }
         })
     }
 
@@ -759,51 +840,32 @@ impl Model {
     /// and the backward recomputes one block at a time, back-propagating the
     /// incoming gradient g through it as ∂(out·g)/∂θ — the same gradients for
     /// about one more forward, with one block's activations alive.
+    #[allow(clippy::too_many_arguments)]
     pub fn forward_backward_lean(
         &self,
         ids: &Tensor,
-        attention_mask: Option<&Tensor>,
         needed: Option<&Tensor>,
+        layout: Layout<'_>,
         o: &HeadOptions,
         checkpointed: bool,
         loss_of: impl FnOnce(&TokenScores) -> Result<Tensor>,
     ) -> Result<()> {
         let _amp = self.autocast();
         let ids = ids.to_device(self.device);
-        let (b, t) = ids.size2()?;
-        let _ = attention_mask; // see Block::train_attn
-                                // The last hidden states: with the trunk's graph, or (checkpointed)
-                                // a leaf, each block's input kept.
-        let pos = Tensor::arange(t, (Kind::Int64, self.device)).unsqueeze(-1);
-        let mut blocks = None;
-        let x = if checkpointed {
-            let mut x = tch::no_grad(|| self.embed(&ids));
-            let (cos, sin) = self.rope(&pos, x.kind());
-            let mut inputs = Vec::with_capacity(self.layers.len());
-            for layer in &self.layers {
-                inputs.push(x.shallow_clone());
-                x = tch::no_grad(|| layer.forward(&x, &cos, &sin, Block::train_attn));
-            }
-            blocks = Some((inputs, cos, sin));
-            x.detach().set_requires_grad(true)
-        } else {
-            self.trunk(&ids, None)
-        };
-        let h = self.norm.forward(&x.narrow(1, 0, t - 1));
-        let idx = self.scored_positions(b, t, needed);
-        let rows = h.reshape([b * (t - 1), -1]).index_select(0, &idx);
+        let p = self.plan(&ids, needed, layout);
+        // The last hidden states: with the trunk's graph, or (checkpointed)
+        // a leaf, each block's input kept.
+        let (x, inputs, (cos, sin)) = self.plan_trunk(&p, checkpointed);
+        let x = if checkpointed { x.detach().set_requires_grad(true) } else { x };
+        let rows = self.plan_rows(&p, &x);
         let rows_leaf = rows.detach().set_requires_grad(true);
-        let targets = ids.narrow(1, 1, t - 1).reshape([-1]).index_select(0, &idx);
-        let (lp, ent) = self.head_scores_chunked(&rows_leaf, &targets, o);
+        let (lp, ent) = self.head_scores_chunked(&rows_leaf, &p.targets, o);
         let lp = lp.set_requires_grad(true);
         let ent_grad = o.entropy == EntropyMode::Grad;
         let ent = ent.map(|e| e.set_requires_grad(ent_grad));
-        let scores = TokenScores {
-            logp: self.spread(&lp, &idx, b, t),
-            entropy: ent.as_ref().map(|e| self.spread(e, &idx, b, t)),
-        };
+        let scores = TokenScores { logp: self.spread(&lp, &p), entropy: ent.as_ref().map(|e| self.spread(e, &p)) };
         loss_of(&scores)?.backward();
-        let n = idx.size()[0];
+        let n = p.rows.size()[0];
         if n == 0 {
             return Ok(());
         }
@@ -821,7 +883,7 @@ impl Model {
             let m = chunk.min(n - at);
             let (lpc, entc) = self.head_scores(
                 &rows_leaf.narrow(0, at, m),
-                &targets.narrow(0, at, m),
+                &p.targets.narrow(0, at, m),
                 o.temperature,
                 g_ent.is_some(),
             );
@@ -836,15 +898,15 @@ impl Model {
             at += m;
         }
         (rows * rows_leaf.grad()).sum(Kind::Float).backward();
-        if let Some((inputs, cos, sin)) = blocks {
+        if let Some(inputs) = inputs {
             let mut g = x.grad();
             for (layer, xin) in self.layers.iter().zip(inputs).rev() {
                 let xin = xin.detach().set_requires_grad(true);
-                let out = layer.forward(&xin, &cos, &sin, Block::train_attn);
+                let out = layer.forward(&xin, &cos, &sin, |a, q, k, v| p.attend(a, q, k, v));
                 (out * &g).sum(Kind::Float).backward();
                 g = xin.grad();
             }
-            (self.embed(&ids) * g).sum(Kind::Float).backward();
+            (self.embed(&p.input) * g).sum(Kind::Float).backward();
         }
         Ok(())
     }
@@ -1059,6 +1121,52 @@ impl HeadOptions {
         } else {
             self.chunk_tokens
         }
+    }
+}
+
+/// How a micro-batch of right-padded rows [B, T] runs through the model.
+#[derive(Debug, Clone, Copy)]
+pub enum Layout<'a> {
+    /// As given: B rows of T positions, padding included (padding on the
+    /// right never reaches a real position under the causal mask).
+    Padded,
+    /// The first `lens[i]` tokens of each row i, concatenated into one row
+    /// without padding: positions restart at 0 for each sample and attention
+    /// never crosses a sample boundary (one causal attention call per
+    /// sample, no [N, N] mask). The same values as `Padded`, without the
+    /// padding's compute and memory.
+    Packed(&'a [usize]),
+}
+
+/// A scored forward, laid out ([`Model::plan`]).
+struct Plan {
+    /// [B, T] (padded) or [1, N] (packed).
+    input: Tensor,
+    /// Positions for RoPE: [T, 1] or [N, 1].
+    pos: Tensor,
+    /// Packed: each sample's length, in order.
+    segments: Option<Vec<i64>>,
+    /// Scored positions: their rows among the hidden states (padded: of
+    /// [B·(T−1)]; packed: of [N]), next tokens, and slots in [B·(T−1)].
+    rows: Tensor,
+    targets: Tensor,
+    slots: Tensor,
+    b: i64,
+    t: i64,
+}
+
+impl Plan {
+    /// Causal self-attention of a step's q, k, v [B, T, ·, hd]: the whole
+    /// rows (padded), or each packed sample on its own.
+    fn attend(&self, a: &Attention, q: Tensor, k: Tensor, v: Tensor) -> Tensor {
+        let Some(lens) = &self.segments else { return Block::train_attn(a, q, k, v) };
+        if lens.len() == 1 {
+            return Block::train_attn(a, q, k, v);
+        }
+        let (qs, ks, vs) = (q.split_with_sizes(lens, 1), k.split_with_sizes(lens, 1), v.split_with_sizes(lens, 1));
+        let outs: Vec<Tensor> =
+            qs.into_iter().zip(ks).zip(vs).map(|((q, k), v)| Block::train_attn(a, q, k, v)).collect();
+        Tensor::cat(&outs, 1)
     }
 }
 

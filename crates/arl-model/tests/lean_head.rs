@@ -2,8 +2,9 @@
 //! against the plain path — full logits [B,T,V], `token_logprobs`, the
 //! entropy formula, autograd through all of it: the same log-probs and
 //! entropies, and the same gradients on every parameter, for several chunk
-//! sizes, with and without skipped positions, checkpointed or not.
-use arl_model::{token_logprobs, EntropyMode, HeadOptions, Model};
+//! sizes, with and without skipped positions, checkpointed or not, padded
+//! or packed (the rows concatenated without their padding).
+use arl_model::{token_logprobs, EntropyMode, HeadOptions, Layout, Model};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
@@ -62,25 +63,39 @@ fn chunked_scores_and_gradients_equal_the_full_logits_path() {
         loss(&lp_ref, Some(&ent_ref), &w, &mask).backward();
         let g_ref = grads(&reference);
 
-        for (chunk, needed, checkpointed) in
-            [(1usize, false, false), (4, true, false), (7, true, true), (0, false, true)]
-        {
+        // Real lengths of the rows for the packed layout (the rest is padding,
+        // which the causal plain path never lets a scored position see).
+        let lens = [11usize, 8, 5];
+        let cases = [
+            (1usize, false, false, false),
+            (4, true, false, false),
+            (7, true, true, false),
+            (0, false, true, false),
+            (3, true, false, true),
+            (0, true, true, true),
+            (5, true, false, true),
+        ];
+        for (chunk, needed, checkpointed, packed) in cases {
             let model = Model::load(&dir, Device::Cpu, Kind::Float).unwrap();
             let o = HeadOptions { temperature: temp, chunk_tokens: chunk, entropy: EntropyMode::Grad };
             let sel = needed.then_some(&mask);
+            let layout = if packed { Layout::Packed(&lens) } else { Layout::Padded };
             // Values without gradient.
-            let s = model.token_scores(&ids, None, sel, &o);
+            let s = model.token_scores(&ids, sel, layout, &o);
             let keep = if needed { mask.shallow_clone() } else { Tensor::ones_like(&mask) };
             let d_lp = max_rel(&(&s.logp * &keep), &(&lp_ref.detach() * &keep));
             let d_ent = max_rel(&(s.entropy.as_ref().unwrap() * &keep), &(&ent_ref.detach() * &keep));
-            assert!(d_lp < 1e-5 && d_ent < 1e-5, "{name} chunk {chunk}: log-probs {d_lp:e}, entropy {d_ent:e}");
+            assert!(
+                d_lp < 1e-5 && d_ent < 1e-5,
+                "{name} chunk {chunk} packed {packed}: log-probs {d_lp:e}, entropy {d_ent:e}"
+            );
             if needed {
                 let outside = (&s.logp * (Tensor::ones_like(&mask) - &mask)).abs().max().double_value(&[]);
                 assert_eq!(outside, 0.0, "positions not asked for read 0");
             }
             // Gradients.
             model
-                .forward_backward_lean(&ids, None, sel, &o, checkpointed, |sc| {
+                .forward_backward_lean(&ids, sel, layout, &o, checkpointed, |sc| {
                     Ok(loss(&sc.logp, sc.entropy.as_ref(), &w, &mask))
                 })
                 .unwrap();
@@ -90,7 +105,7 @@ fn chunked_scores_and_gradients_equal_the_full_logits_path() {
                 let d = max_rel(&g[k], want);
                 assert!(
                     d < 1e-4,
-                    "{name} chunk {chunk} needed {needed} checkpointed {checkpointed}: `{k}` differs by {d:e}"
+                    "{name} chunk {chunk} needed {needed} checkpointed {checkpointed} packed {packed}: `{k}` differs by {d:e}"
                 );
             }
         }
@@ -109,13 +124,13 @@ fn entropy_values_only_leave_the_gradient_to_the_log_probs() {
     let w = Tensor::randn([2, 8], (Kind::Float, Device::Cpu));
     let ones = Tensor::ones([2, 8], (Kind::Float, Device::Cpu));
     let value = HeadOptions { temperature: 1.0, chunk_tokens: 5, entropy: EntropyMode::Value };
-    a.forward_backward_lean(&ids, None, None, &value, false, |s| {
+    a.forward_backward_lean(&ids, None, Layout::Padded, &value, false, |s| {
         assert!(s.entropy.is_some(), "the entropy is computed");
         Ok(loss(&s.logp, s.entropy.as_ref(), &w, &ones))
     })
     .unwrap();
     let off = HeadOptions { entropy: EntropyMode::Off, ..value };
-    b.forward_backward_lean(&ids, None, None, &off, false, |s| Ok(loss(&s.logp, None, &w, &ones))).unwrap();
+    b.forward_backward_lean(&ids, None, Layout::Padded, &off, false, |s| Ok(loss(&s.logp, None, &w, &ones))).unwrap();
     let (ga, gb) = (grads(&a), grads(&b));
     for (k, want) in &gb {
         assert!(max_rel(&ga[k], want) < 1e-6, "`{k}`");

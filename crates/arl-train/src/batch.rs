@@ -2,9 +2,9 @@
 //! right-padded ids and attention masks, per-response-token lists aligned to
 //! next-token positions, and scoring samples under a model (old-policy and
 //! reference log-probs, `arl-train logprobs`) through the chunked LM head.
-use super::{pack, Sample};
+use super::{pack, pack_tokens, Sample};
 use arl_dist::Collective;
-use arl_model::{EntropyMode, HeadOptions, Model};
+use arl_model::{EntropyMode, HeadOptions, Layout, Model};
 use tch::{Device, Tensor};
 
 /// ids and attention mask [B, T] of right-padded samples, and T (at least 2).
@@ -54,7 +54,6 @@ pub(crate) fn response_positions(samples: &[&Sample], t: usize, device: Device) 
 /// tensors are [B, T−1].
 pub(crate) struct Batch {
     pub ids: Tensor,
-    pub attn: Tensor,
     pub mask: Tensor,
     pub adv: Tensor,
     /// The old policy's log-probs: recomputed, else the rollout's.
@@ -63,44 +62,53 @@ pub(crate) struct Batch {
     pub reference: Option<Tensor>,
     /// Non-pad tokens, for tokens/s.
     pub tokens: usize,
+    /// Each sample's length (for [`Layout::Packed`]).
+    pub lens: Vec<usize>,
 }
 
 impl Batch {
     pub(crate) fn new(samples: &[&Sample], device: Device) -> Batch {
-        let (ids, attn, t) = padded(samples, device);
+        let (ids, _, t) = padded(samples, device);
         let list = |get: fn(&Sample) -> Option<&[f32]>| aligned(samples, t, device, get);
         Batch {
             ids,
-            attn,
             mask: list(|s| Some(&s.loss_mask)).expect("always present"),
             adv: list(|s| Some(&s.advantages)).expect("always present"),
             old: list(|s| s.old_log_probs.as_deref().or(s.rollout_log_probs.as_deref())),
             rollout: list(|s| s.rollout_log_probs.as_deref()),
             reference: list(|s| s.ref_log_probs.as_deref()),
             tokens: samples.iter().map(|s| s.tokens.len()).sum(),
+            lens: samples.iter().map(|s| s.tokens.len()).collect(),
         }
     }
 }
 
+/// How [`score`] runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScoreOptions {
+    pub temperature: f64,
+    /// Positions through the LM head at a time (0: automatic).
+    pub chunk_tokens: usize,
+    /// Samples concatenated without padding ([`Layout::Packed`]), `budget`
+    /// counting real tokens; else padded rows, `budget` counting padding.
+    pub packed: bool,
+}
+
 /// Response-token log-probs of every sample under `model` (no gradient),
-/// the LM head in chunks (`chunk` positions; 0: automatic) over the
-/// response positions only.
-pub(crate) fn score(
-    model: &Model,
-    samples: &[&Sample],
-    budget: usize,
-    temperature: f64,
-    chunk: usize,
-) -> Vec<Vec<f32>> {
+/// the LM head in chunks over the response positions only.
+pub(crate) fn score(model: &Model, samples: &[&Sample], budget: usize, o: &ScoreOptions) -> Vec<Vec<f32>> {
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let order: Vec<usize> = (0..samples.len()).collect();
     let mut out = vec![vec![]; samples.len()];
-    let o = HeadOptions { temperature, chunk_tokens: chunk, entropy: EntropyMode::Off };
-    for mb in pack(&order, &lens, budget) {
+    let head = HeadOptions { temperature: o.temperature, chunk_tokens: o.chunk_tokens, entropy: EntropyMode::Off };
+    let groups = if o.packed { pack_tokens(&order, &lens, budget) } else { pack(&order, &lens, budget) };
+    for mb in groups {
         let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
-        let (ids, attn, t) = padded(&group, model.device());
+        let (ids, _, t) = padded(&group, model.device());
         let needed = response_positions(&group, t, model.device());
-        let lp = model.token_scores(&ids, Some(&attn), Some(&needed), &o).logp.to_device(Device::Cpu);
+        let glens: Vec<usize> = group.iter().map(|s| s.tokens.len()).collect();
+        let layout = if o.packed { Layout::Packed(&glens) } else { Layout::Padded };
+        let lp = model.token_scores(&ids, Some(&needed), layout, &head).logp.to_device(Device::Cpu);
         for (b, &i) in mb.iter().enumerate() {
             let s = samples[i];
             let row = lp.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
@@ -117,18 +125,17 @@ pub(crate) fn score_shared(
     model: &Model,
     samples: &[&Sample],
     budget: usize,
-    temperature: f64,
-    chunk: usize,
+    o: &ScoreOptions,
     comm: &dyn Collective,
 ) -> Vec<Vec<f32>> {
     if comm.size() == 1 {
-        return score(model, samples, budget, temperature, chunk);
+        return score(model, samples, budget, o);
     }
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let all: Vec<usize> = (0..samples.len()).collect();
     let mine = arl_dist::shard(&all, &lens, comm.size()).swap_remove(comm.rank());
     let group: Vec<&Sample> = mine.iter().map(|&i| samples[i]).collect();
-    let lps = score(model, &group, budget, temperature, chunk);
+    let lps = score(model, &group, budget, o);
     let mut offsets = Vec::with_capacity(samples.len() + 1);
     offsets.push(0);
     for s in samples {

@@ -120,8 +120,11 @@ pub struct TrainConfig {
 
     /// Records per optimizer step (> 0; `None`: all records).
     pub global_batch_size: Option<usize>,
-    /// Token budget of one micro-batch (> 0).
+    /// Token budget of one micro-batch (> 0): real tokens when packing,
+    /// batch × padded length otherwise.
     pub max_tokens_per_micro_batch: usize,
+    /// Micro-batches packed without padding ([`arl_model::Layout::Packed`]).
+    pub packing: bool,
     pub epochs: u64,
     pub shuffle: bool,
 

@@ -127,9 +127,61 @@ pub fn pack(order: &[usize], lens: &[usize], budget: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// Micro-batches of samples concatenated without padding
+/// ([`arl_model::Layout::Packed`]): longest first, each into the first
+/// micro-batch whose total stays within `budget` tokens (first-fit
+/// decreasing); a sample longer than the budget goes alone. Within a
+/// micro-batch the samples keep their order in `order`.
+pub fn pack_tokens(order: &[usize], lens: &[usize], budget: usize) -> Vec<Vec<usize>> {
+    let mut by_len: Vec<usize> = order.to_vec();
+    by_len.sort_by_key(|&i| std::cmp::Reverse(lens[i]));
+    let mut bins: Vec<(usize, Vec<usize>)> = vec![];
+    for i in by_len {
+        match bins.iter_mut().find(|(used, _)| used + lens[i] <= budget) {
+            Some((used, items)) => {
+                *used += lens[i];
+                items.push(i);
+            }
+            None => bins.push((lens[i], vec![i])),
+        }
+    }
+    let rank: std::collections::HashMap<usize, usize> = order.iter().enumerate().map(|(r, &i)| (i, r)).collect();
+    bins.into_iter()
+        .map(|(_, mut items)| {
+            items.sort_by_key(|i| rank[i]);
+            items
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_packing_fills_the_budget_longest_first() {
+        let mut rng = arl_core::rng::Rng::new(5);
+        for _ in 0..200 {
+            let n = rng.range(1, 40) as usize;
+            let lens: Vec<usize> = (0..n).map(|_| rng.range(1, 80) as usize).collect();
+            let budget = rng.range(20, 200) as usize;
+            let order: Vec<usize> = (0..n).collect();
+            let bins = pack_tokens(&order, &lens, budget);
+            let mut seen: Vec<usize> = bins.iter().flatten().copied().collect();
+            seen.sort();
+            assert_eq!(seen, order, "every sample exactly once");
+            for b in &bins {
+                let total: usize = b.iter().map(|&i| lens[i]).sum();
+                assert!(total <= budget || b.len() == 1, "over budget: {total} > {budget}");
+                assert!(b.windows(2).all(|w| w[0] < w[1]), "input order kept");
+            }
+            // First-fit decreasing never needs more than 11/9 OPT + 1 bins; the
+            // lower bound on OPT is the total over the budget.
+            let total: usize = lens.iter().map(|&l| l.min(budget)).sum();
+            let alone = lens.iter().filter(|&&l| l > budget).count();
+            assert!(bins.len() <= alone + (11 * total.div_ceil(budget)).div_ceil(9) + 1);
+        }
+    }
 
     #[test]
     fn packing_respects_the_budget() {

@@ -173,10 +173,18 @@ pub struct TrainArgs {
     #[arg(long, value_name = "N", help_heading = "Batching")]
     pub global_batch_size: Option<usize>,
 
-    /// Token budget of one micro-batch (batch × padded length); a longer
-    /// sequence goes alone
+    /// Token budget of one micro-batch: the samples' own tokens, packed
+    /// longest-first into as few micro-batches as fit (with `--no-packing`:
+    /// batch × padded length); a longer sequence goes alone
     #[arg(long, default_value_t = 8192, value_name = "TOKENS", help_heading = "Batching")]
     pub max_tokens_per_micro_batch: usize,
+
+    /// Pad micro-batches to their longest sample instead of packing: by
+    /// default the samples of a micro-batch run concatenated, positions
+    /// restarting and attention kept within each sample (the same values,
+    /// without computing on padding)
+    #[arg(long, help_heading = "Batching")]
+    pub no_packing: bool,
 
     /// Passes over the input
     #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Batching")]
@@ -508,6 +516,7 @@ impl TrainArgs {
             loss_agg_horizon: self.loss_agg_horizon,
             global_batch_size: self.global_batch_size,
             max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
+            packing: !self.no_packing,
             epochs: self.epochs,
             shuffle: self.shuffle,
             lr: self.lr,

@@ -3,7 +3,7 @@
 //! reference log-probs, resume, then step through the epochs, writing metrics
 //! and atomic checkpoints; and `arl-train init`. The step itself is in
 //! `step`, batching in `batch`, the resume state in `checkpoint`.
-use super::batch::score_shared;
+use super::batch::{score_shared, ScoreOptions};
 use super::checkpoint::{self, plan_fingerprint, InputPosition, TrainerState};
 use super::critic::CriticTrainer;
 use super::optim::{lr_at, AdamW, AdamWConfig};
@@ -148,6 +148,8 @@ fn prepare_log_probs(
     amp: Option<AmpDtype>,
 ) -> Result<()> {
     let budget = args.max_tokens_per_micro_batch;
+    let scoring =
+        ScoreOptions { temperature: args.temperature, chunk_tokens: args.logprob_chunk_tokens, packed: args.packing };
     if args.kl_loss_coef != 0.0 && samples.iter().any(|s| s.ref_log_probs.is_none()) {
         let Some(ref_dir) = &args.ref_model else {
             return Err(cli::hint(
@@ -158,14 +160,14 @@ fn prepare_log_probs(
         let mut reference = Model::load(ref_dir, model.device(), model.kind())?;
         reference.set_amp(amp)?;
         let refs: Vec<&Sample> = samples.iter().collect();
-        let lps = score_shared(&reference, &refs, budget, args.temperature, args.logprob_chunk_tokens, comm);
+        let lps = score_shared(&reference, &refs, budget, &scoring, comm);
         for (s, lp) in samples.iter_mut().zip(lps) {
             s.ref_log_probs = Some(lp);
         }
     }
     if args.recompute_old_logprobs {
         let all: Vec<&Sample> = samples.iter().collect();
-        let lps = score_shared(model, &all, budget, args.temperature, args.logprob_chunk_tokens, comm);
+        let lps = score_shared(model, &all, budget, &scoring, comm);
         for (s, lp) in samples.iter_mut().zip(lps) {
             s.old_log_probs = Some(lp);
         }

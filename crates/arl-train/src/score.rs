@@ -1,7 +1,7 @@
 //! Scoring records without training: `arl-train logprobs` (log-probs of
 //! each response token under a model) and, through [`annotate`], `arl-train
 //! values` (the critic's values).
-use super::batch::score;
+use super::batch::{score, ScoreOptions};
 use super::{sample_of, set_threads, Need, Sample};
 use crate::config::{ScoreConfig, TOOL};
 use anyhow::{Context, Result};
@@ -17,7 +17,10 @@ pub fn logprobs(a: &ScoreConfig) -> Result<ExitCode> {
     annotate(
         &a.input,
         &a.output,
-        |refs| score(&model, refs, a.max_tokens_per_micro_batch, a.temperature, a.logprob_chunk_tokens),
+        |refs| {
+            let o = ScoreOptions { temperature: a.temperature, chunk_tokens: a.logprob_chunk_tokens, packed: true };
+            score(&model, refs, a.max_tokens_per_micro_batch, &o)
+        },
         |r, lp| r.ref_log_probs = Some(lp),
     )
 }

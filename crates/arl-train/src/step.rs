@@ -6,11 +6,11 @@ use super::batch::Batch;
 use super::config::{LossKind, TrainConfig, TOOL};
 use super::loss::{self, PolicyLoss};
 use super::optim::AdamW;
-use super::{pack, Sample};
+use super::{pack, pack_tokens, Sample};
 use anyhow::{Context, Result};
 use arl_core::cli;
 use arl_dist::{grads::GradSync, Collective};
-use arl_model::{EntropyMode, HeadOptions, Model, TokenScores};
+use arl_model::{EntropyMode, HeadOptions, Layout, Model, TokenScores};
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
 
@@ -161,7 +161,12 @@ pub(crate) fn train_step(
     };
     let mut by_len = chunk.to_vec();
     by_len.sort_by_key(|&i| lens[i]);
-    for mb in pack(&by_len, lens, args.max_tokens_per_micro_batch) {
+    let groups = if args.packing {
+        pack_tokens(chunk, lens, args.max_tokens_per_micro_batch)
+    } else {
+        pack(&by_len, lens, args.max_tokens_per_micro_batch)
+    };
+    for mb in groups {
         let group: Vec<&Sample> = mb.iter().map(|&i| &samples[i]).collect();
         let batch = Batch::new(&group, model.device());
         s.all_tokens += batch.tokens;
@@ -169,10 +174,11 @@ pub(crate) fn train_step(
         // positions only (every loss and statistic reads them through the
         // loss mask; other positions read 0).
         let needed = batch.mask.gt(0.0);
+        let layout = if args.packing { Layout::Packed(&batch.lens) } else { Layout::Padded };
         model.forward_backward_lean(
             &batch.ids,
-            Some(&batch.attn),
             Some(&needed),
+            layout,
             &head,
             args.gradient_checkpointing,
             |scores| micro_batch_loss(args, &batch, scores, &agg, &mut s),

@@ -376,3 +376,58 @@ fn transformers_reads_what_arl_writes() {
     eprintln!("transformers vs arl log-probs: max |Δ| = {d:e}");
     assert!(d < 1e-4, "{d}");
 }
+
+/// Packed micro-batches (the default) and padded ones (`--no-packing`) give
+/// the same step on responses of very different lengths: the same loss and
+/// statistics, and the same weights to float32 rounding.
+#[test]
+fn packed_and_padded_micro_batches_take_the_same_step() {
+    let t = tmpdir();
+    let m = tiny();
+    let input = tiny::jsonl_text((0..9).map(|i| {
+        // 3 to ~200 response tokens.
+        let text = "ab".repeat(1 + (i * i * 3) % 97);
+        let (mut r, len) = tiny::record(i, &text);
+        r["advantages"] = json!(vec![if i % 3 == 0 { -1.0 } else { 0.5 }; len]);
+        r
+    }));
+    let step = |out: &str, extra: &[&str]| {
+        let mut a = vec![
+            "--model",
+            m.to_str().unwrap(),
+            "--recompute-old-logprobs",
+            "--entropy-coef",
+            "0.01",
+            "--lr",
+            "1e-3",
+            "--max-tokens-per-micro-batch",
+            "256",
+            "--save",
+            out,
+            "--metrics",
+        ];
+        let mfile = format!("{out}.jsonl");
+        a.push(&mfile);
+        a.extend_from_slice(extra);
+        train(t.path(), &a, &input).ok();
+        metrics(t.path(), &mfile).remove(0)
+    };
+    let packed = step("packed", &[]);
+    let padded = step("padded", &["--no-packing"]);
+    for k in ["loss", "pg_loss", "entropy", "grad_norm", "trained_tokens"] {
+        let (a, b) = (packed[k].as_f64().unwrap(), padded[k].as_f64().unwrap());
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{k}: packed {a}, padded {b}");
+    }
+    let read = |d: &str| -> std::collections::BTreeMap<String, tch::Tensor> {
+        tch::Tensor::read_safetensors(t.path().join(d).join("model.safetensors")).unwrap().into_iter().collect()
+    };
+    let (a, b, base) = (read("packed"), read("padded"), read(m.to_str().unwrap()));
+    let mut worst = 0f64;
+    let mut moved = 0f64;
+    for (k, x) in &a {
+        worst = worst.max((x - &b[k]).abs().max().double_value(&[]));
+        moved = moved.max((x - &base[k]).abs().max().double_value(&[]));
+    }
+    assert!(moved > 1e-4, "the step moved the weights by {moved}");
+    assert!(worst < 1e-6, "packed and padded weights differ by {worst}");
+}
