@@ -128,10 +128,15 @@ impl AdamW {
                 }
                 let _ = p.exp_avg.lerp_(&g, 1.0 - beta1);
                 let _ = p.exp_avg_sq.g_mul_scalar_(beta2);
-                let _ = p.exp_avg_sq.g_add_(&(g.square() * (1.0 - beta2)));
-                // w −= lr · (m / bc1) / (√(v / bc2) + eps)
-                let denom = (&p.exp_avg_sq / bc2).sqrt() + eps;
-                let _ = w.addcdiv_(&p.exp_avg, &(denom * (-bc1 / lr)));
+                let _ = p.exp_avg_sq.addcmul_(&g, &(&g * (1.0 - beta2)));
+                // w −= lr · (m / bc1) / (√v / √bc2 + eps), PyTorch's form; in
+                // place, so that one parameter-sized temporary is alive at a
+                // time (a 151,936 × 896 embedding is 545 MB).
+                let mut denom = p.exp_avg_sq.sqrt();
+                let _ = denom.g_mul_scalar_(1.0 / bc2.sqrt());
+                let _ = denom.g_add_scalar_(eps);
+                let _ = denom.g_mul_scalar_(-bc1 / lr);
+                let _ = w.addcdiv_(&p.exp_avg, &denom);
                 if p.master.is_some() {
                     let mut dst = p.param.shallow_clone();
                     dst.copy_(&w.to_kind(dst.kind()));

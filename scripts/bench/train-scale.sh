@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# arl-train at real shapes: one RL (PPO) step on a random model of the
+# Qwen2.5-0.5B shape (vocabulary 151,936, width 896, 14 query / 2 KV heads,
+# MLP 4,864; LAYERS of its 24 layers) with a seeded batch of N responses whose
+# lengths are log-uniform over MIN..MAX tokens (or all FIXED long), three ways:
+#
+#   arl-train            packed micro-batches, chunked LM head (the defaults)
+#   arl-train padded     the same with --no-packing (padded micro-batches)
+#   pytorch              transformers + a plain loop as users write it: padded
+#                        micro-batches, full float32 logits (py/train_scale_baseline.py)
+#
+# Same records, same token budget per micro-batch (BUDGET), same threads. One
+# step each (no warm-up: a step at these sizes is seconds to minutes on a CPU).
+# Prints the step's tokens/s and each process's peak RSS (GNU time's maximum
+# resident set: model, optimizer state and activations), and the ratios.
+#
+#   scripts/bench/train-scale.sh                          # N=8, lengths 32..8192 (long on a CPU)
+#   N=8 MAX=2048 BUDGET=4096 scripts/bench/train-scale.sh # this machine's figures in the README
+#   FIXED=1024 N=8 scripts/bench/train-scale.sh           # one length: packing gains nothing
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/env.sh
+N=${N:-8}; MIN=${MIN:-32}; MAX=${MAX:-8192}; FIXED=${FIXED:-}; LAYERS=${LAYERS:-4}
+BUDGET=${BUDGET:-8192}; THREADS=${THREADS:-$(nproc)}; SEED=${SEED:-0}
+PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
+if [ -z "${GOMP_SPINCOUNT:-}" ] && [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=1000; fi
+cargo build --release --quiet -p arl-train
+ARL=target/release/arl-train
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+cat > "$W/cfg.json" <<JSON
+{"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": 151936, "hidden_size": 896,
+ "intermediate_size": 4864, "num_hidden_layers": $LAYERS, "num_attention_heads": 14, "num_key_value_heads": 2,
+ "max_position_embeddings": 32768, "tie_word_embeddings": true, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6}
+JSON
+"$ARL" make-tokenizer --out "$W/tok" >/dev/null
+"$ARL" init --config "$W/cfg.json" --tokenizer "$W/tok" --out "$W/model" >/dev/null
+"$PY" - "$N" "$MIN" "$MAX" "$SEED" "$FIXED" > "$W/recs.jsonl" <<'PYEOF'
+import json, math, random, sys
+n, lo, hi, seed = map(int, sys.argv[1:5])
+fixed = int(sys.argv[5]) if sys.argv[5] else None
+r = random.Random(seed)
+for i in range(n):
+    p = 32
+    m = fixed or int(math.exp(r.uniform(math.log(lo), math.log(hi))))
+    toks = [r.randrange(151936) for _ in range(p + m)]
+    print(json.dumps({"prompt_id": f"g{i // 4}", "tokens": toks, "prompt_len": p, "loss_mask": [1] * m,
+                      "advantages": [r.gauss(0, 1)] * m,
+                      "rollout_log_probs": [-11.9 + r.gauss(0, 0.1) for _ in range(m)]}))
+PYEOF
+LENS=$("$PY" -c "import json; print(' '.join(str(len(json.loads(l)['tokens'])) for l in open('$W/recs.jsonl')))")
+# peak RSS (KB) of a command, from GNU time; its stdout goes to $W/out.
+peak() { /usr/bin/time -f '%M' -o "$W/rss" "$@" >"$W/out"; cat "$W/rss"; }
+arl() {
+  local rss tps
+  rss=$(peak "$ARL" --model "$W/model" -i "$W/recs.jsonl" --max-tokens-per-micro-batch "$BUDGET" --threads "$THREADS" \
+    --lr 1e-6 --metrics "$W/m.jsonl" -q "$@")
+  tps=$("$PY" -c "import json; m=json.loads(open('$W/m.jsonl').readlines()[-1]); print(m['tokens']/m['step_time_s'], m['loss'])")
+  rm -f "$W/m.jsonl"
+  echo "$tps $rss"
+}
+read -r A_TPS A_LOSS A_RSS <<<"$(arl)"
+read -r P_TPS P_LOSS P_RSS <<<"$(arl --no-packing)"
+T_RSS=$(peak "$PY" scripts/bench/py/train_scale_baseline.py "$W/model" "$W/recs.jsonl" "$BUDGET" "$THREADS")
+read -r T_TPS T_LOSS <<<"$("$PY" -c "import json; d=json.loads(open('$W/out').read()); print(d['tokens_per_s'], d['loss'])")"
+
+printf '\nQwen2.5-0.5B shape, %d layers, vocabulary 151,936; %d responses (%s tokens with the 32-token prompts), budget %d tokens, %d threads\n' \
+  "$LAYERS" "$N" "$LENS" "$BUDGET" "$THREADS"
+printf '%-20s %12s %14s %12s\n' side tokens/s 'peak RSS MB' loss
+printf '%-20s %12.1f %14.0f %12.6f\n' arl-train "$A_TPS" "$((A_RSS / 1024))" "$A_LOSS"
+printf '%-20s %12.1f %14.0f %12.6f\n' 'arl-train padded' "$P_TPS" "$((P_RSS / 1024))" "$P_LOSS"
+printf '%-20s %12.1f %14.0f %12.6f\n' pytorch "$T_TPS" "$((T_RSS / 1024))" "$T_LOSS"
+"$PY" -c "
+a,p,t=$A_TPS,$P_TPS,$T_TPS; ar,pr,tr=$A_RSS,$P_RSS,$T_RSS
+print(f'arl-train / pytorch: {a/t:.2f}x tokens/s, {ar/tr:.2f}x peak RSS')
+print(f'arl-train / its padded path: {a/p:.2f}x tokens/s, {ar/pr:.2f}x peak RSS')"
