@@ -75,7 +75,7 @@ for g in groups:
     pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2))
     loss = (pg * mask).sum() / denom
     loss.backward()
-    total += float(loss)
+    total += float(loss.detach())
     del logits, logp, entropy, ratio, pg, loss
 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
 opt.step()
