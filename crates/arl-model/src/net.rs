@@ -801,6 +801,24 @@ impl Model {
         Tensor::zeros([p.b * (p.t - 1)], (Kind::Float, self.device)).index_copy(0, &p.slots, v).view([p.b, p.t - 1])
     }
 
+    /// [`Model::features`] of right-padded `ids` [B, T] run in `layout`:
+    /// [B, T, H], padded positions 0 when packed.
+    pub fn features_in(&self, ids: &Tensor, layout: Layout<'_>) -> Tensor {
+        let _amp = self.autocast();
+        let ids = ids.to_device(self.device);
+        let p = self.plan(&ids, None, layout);
+        let (x, _, _) = self.plan_trunk(&p, false);
+        let h = self.norm.forward(&x);
+        let Layout::Packed(lens) = layout else { return h };
+        let (b, t) = (p.b, p.t);
+        let idx: Vec<i64> =
+            lens.iter().enumerate().flat_map(|(i, &l)| (0..l as i64).map(move |j| i as i64 * t + j)).collect();
+        let width = h.size()[2];
+        Tensor::zeros([b * t, width], (h.kind(), self.device))
+            .index_copy(0, &Tensor::from_slice(&idx).to_device(self.device), &h.view([-1, width]))
+            .view([b, t, width])
+    }
+
     /// Per-token log-probs of each next token (and the entropy when asked),
     /// [B, T−1] float32 (position p scores token p+1), without gradient and
     /// without the logits of the whole batch: the LM head runs over

@@ -136,3 +136,24 @@ fn entropy_values_only_leave_the_gradient_to_the_log_probs() {
         assert!(max_rel(&ga[k], want) < 1e-6, "`{k}`");
     }
 }
+
+/// The hidden states (what a critic's value head reads) of packed rows equal
+/// the padded rows' at every real position; padding reads 0.
+#[test]
+fn packed_features_equal_padded_ones() {
+    tch::manual_seed(2);
+    let model = Model::load(&golden("llama"), Device::Cpu, Kind::Float).unwrap();
+    let v = model.config.vocab_size as i64;
+    let lens = [9usize, 3, 6];
+    let ids = Tensor::randint(v, [3, 9], (Kind::Int64, Device::Cpu));
+    let (padded, packed) =
+        tch::no_grad(|| (model.features_in(&ids, Layout::Padded), model.features_in(&ids, Layout::Packed(&lens))));
+    for (i, &l) in lens.iter().enumerate() {
+        let (a, b) = (packed.get(i as i64), padded.get(i as i64));
+        let d = max_rel(&a.narrow(0, 0, l as i64), &b.narrow(0, 0, l as i64));
+        assert!(d < 1e-5, "row {i}: {d:e}");
+        if l < 9 {
+            assert_eq!(a.narrow(0, l as i64, 9 - l as i64).abs().max().double_value(&[]), 0.0);
+        }
+    }
+}

@@ -19,10 +19,10 @@ use super::batch::{aligned, padded};
 use super::checkpoint;
 use super::optim::{AdamW, AdamWConfig};
 use super::value_loss::{explained_variance, value_loss};
-use super::{pack, Sample};
+use super::{pack, pack_tokens, Sample};
 use crate::config::{CriticConfig, ScoreConfig, TOOL};
 use anyhow::{Context, Result};
-use arl_model::{Model, ModelConfig, SaveOptions};
+use arl_model::{Layout, Model, ModelConfig, SaveOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use tch::nn::Init;
@@ -75,9 +75,10 @@ impl Critic {
         Ok(Critic { model, w, b })
     }
 
-    /// Values [B, T] (float32) of every position of `ids` [B, T] (right padding).
-    pub fn values(&self, ids: &Tensor, attn: &Tensor) -> Tensor {
-        let h = self.model.features(ids, Some(attn));
+    /// Values [B, T] (float32) of every position of `ids` [B, T] (right
+    /// padding), the rows run in `layout` (packed: 0 at padding).
+    pub fn values(&self, ids: &Tensor, layout: Layout<'_>) -> Tensor {
+        let h = self.model.features_in(ids, layout);
         h.linear(&self.w, Some(&self.b)).squeeze_dim(-1).to_kind(Kind::Float)
     }
 
@@ -99,10 +100,11 @@ impl Critic {
         let order: Vec<usize> = (0..samples.len()).collect();
         let mut out = vec![vec![]; samples.len()];
         tch::no_grad(|| {
-            for mb in pack(&order, &lens, budget) {
+            for mb in pack_tokens(&order, &lens, budget) {
                 let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
-                let (ids, attn, _) = padded(&group, self.model.device());
-                let v = self.values(&ids, &attn).to_device(Device::Cpu);
+                let (ids, _, _) = padded(&group, self.model.device());
+                let glens: Vec<usize> = group.iter().map(|s| s.tokens.len()).collect();
+                let v = self.values(&ids, Layout::Packed(&glens)).to_device(Device::Cpu);
                 for (b, &i) in mb.iter().enumerate() {
                     let s = samples[i];
                     let row = v.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
@@ -145,6 +147,8 @@ pub struct CriticTrainer {
     clip: Option<f64>,
     clip_grad: f64,
     budget: usize,
+    /// Packed micro-batches (`--no-packing` off).
+    packing: bool,
     dest: PathBuf,
 }
 
@@ -157,6 +161,7 @@ impl CriticTrainer {
         opt_cfg: AdamWConfig,
         clip_grad: f64,
         budget: usize,
+        packing: bool,
         device: Device,
         kind: Kind,
     ) -> Result<CriticTrainer> {
@@ -170,7 +175,7 @@ impl CriticTrainer {
             let st: CriticState = serde_json::from_str(&text).with_context(|| format!("`{}`", state.display()))?;
             opt.load(&src.join("trainer_state").join("optimizer.safetensors"), st.step)?;
         }
-        Ok(CriticTrainer { critic, opt, lr: a.lr, clip: a.value_clip, clip_grad, budget, dest })
+        Ok(CriticTrainer { critic, opt, lr: a.lr, clip: a.value_clip, clip_grad, budget, packing, dest })
     }
 
     /// One critic optimizer step on the samples `chunk`, token-mean of the
@@ -187,12 +192,16 @@ impl CriticTrainer {
         self.opt.zero_grad();
         let mut by_len = chunk.to_vec();
         by_len.sort_by_key(|&i| lens[i]);
-        for mb in pack(&by_len, lens, self.budget) {
+        let groups =
+            if self.packing { pack_tokens(chunk, lens, self.budget) } else { pack(&by_len, lens, self.budget) };
+        for mb in groups {
             let group: Vec<&Sample> = mb.iter().map(|&i| &samples[i]).collect();
-            let (ids, attn, t) = padded(&group, device);
+            let (ids, _, t) = padded(&group, device);
+            let glens: Vec<usize> = group.iter().map(|s| s.tokens.len()).collect();
+            let layout = if self.packing { Layout::Packed(&glens) } else { Layout::Padded };
             let mask = aligned(&group, t, device, |s| Some(&s.loss_mask)).expect("always present");
             let ret = aligned(&group, t, device, |s| s.returns.as_deref()).expect("checked by check_sample");
-            let v = self.critic.values(&ids, &attn).narrow(1, 0, t as i64 - 1);
+            let v = self.critic.values(&ids, layout).narrow(1, 0, t as i64 - 1);
             let old = match self.clip {
                 Some(_) => aligned(&group, t, device, |s| s.values.as_deref()).expect("checked by check_sample"),
                 None => v.detach(),

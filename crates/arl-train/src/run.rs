@@ -328,6 +328,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
             adam,
             args.clip_grad,
             args.max_tokens_per_micro_batch,
+            args.packing,
             device,
             kind,
         )?),
