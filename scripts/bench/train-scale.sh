@@ -49,7 +49,7 @@ for i in range(n):
 PYEOF
 LENS=$("$PY" -c "import json; print(' '.join(str(len(json.loads(l)['tokens'])) for l in open('$W/recs.jsonl')))")
 # peak RSS (KB) of a command, from GNU time; its stdout goes to $W/out.
-peak() { /usr/bin/time -f '%M' -o "$W/rss" "$@" >"$W/out"; cat "$W/rss"; }
+peak() { local rc=0; /usr/bin/time -f '%M' -o "$W/rss" "$@" >"$W/out" || rc=$?; tail -1 "$W/rss"; return $rc; }
 arl() {
   local rss tps
   rss=$(peak "$ARL" --model "$W/model" -i "$W/recs.jsonl" --max-tokens-per-micro-batch "$BUDGET" --threads "$THREADS" \
@@ -60,16 +60,22 @@ arl() {
 }
 read -r A_TPS A_LOSS A_RSS <<<"$(arl)"
 read -r P_TPS P_LOSS P_RSS <<<"$(arl --no-packing)"
-T_RSS=$(peak "$PY" scripts/bench/py/train_scale_baseline.py "$W/model" "$W/recs.jsonl" "$BUDGET" "$THREADS")
-read -r T_TPS T_LOSS <<<"$("$PY" -c "import json; d=json.loads(open('$W/out').read()); print(d['tokens_per_s'], d['loss'])")"
+# The PyTorch loop may run out of memory where arl-train does not: then its
+# figures are its peak RSS when it died, and no rate.
+if T_RSS=$(peak "$PY" scripts/bench/py/train_scale_baseline.py "$W/model" "$W/recs.jsonl" "$BUDGET" "$THREADS"); then
+  read -r T_TPS T_LOSS <<<"$("$PY" -c "import json; d=json.loads(open('$W/out').read()); print(d['tokens_per_s'], d['loss'])")"
+else
+  T_RSS=$(tail -1 "$W/rss"); T_TPS=nan; T_LOSS=nan
+  echo "the PyTorch loop failed ($(head -1 "$W/rss")) at a peak RSS of $((T_RSS / 1024)) MB" >&2
+fi
 
 printf '\nQwen2.5-0.5B shape, %d layers, vocabulary 151,936; %d responses (%s tokens with the 32-token prompts), budget %d tokens, %d threads\n' \
   "$LAYERS" "$N" "$LENS" "$BUDGET" "$THREADS"
 printf '%-20s %12s %14s %12s\n' side tokens/s 'peak RSS MB' loss
 printf '%-20s %12.1f %14.0f %12.6f\n' arl-train "$A_TPS" "$((A_RSS / 1024))" "$A_LOSS"
 printf '%-20s %12.1f %14.0f %12.6f\n' 'arl-train padded' "$P_TPS" "$((P_RSS / 1024))" "$P_LOSS"
-printf '%-20s %12.1f %14.0f %12.6f\n' pytorch "$T_TPS" "$((T_RSS / 1024))" "$T_LOSS"
+printf '%-20s %12s %14.0f %12s\n' pytorch "$T_TPS" "$((${T_RSS:-0} / 1024))" "$T_LOSS"
 "$PY" -c "
-a,p,t=$A_TPS,$P_TPS,$T_TPS; ar,pr,tr=$A_RSS,$P_RSS,$T_RSS
+nan=float('nan'); a,p,t=$A_TPS,$P_TPS,$T_TPS; ar,pr,tr=$A_RSS,$P_RSS,${T_RSS:-0} or nan
 print(f'arl-train / pytorch: {a/t:.2f}x tokens/s, {ar/tr:.2f}x peak RSS')
 print(f'arl-train / its padded path: {a/p:.2f}x tokens/s, {ar/pr:.2f}x peak RSS')"
