@@ -186,6 +186,34 @@ int arl_mpi_bcast(void *buf, int count, int root, double timeout_s, int *missing
     return wait_req(&req, timeout_s, missing, nmissing);
 }
 
+/* In-place all-gather of float32 parts: rank r's `counts[r]` elements sit at
+ * `displs[r]` of `buf` (which holds them all); afterwards every rank has every
+ * part. */
+int arl_mpi_allgatherv(float *buf, const int *counts, const int *displs, double timeout_s, int *missing,
+                       int *nmissing) {
+    g_seq++;
+    MPI_Request req;
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD, &req);
+    return wait_req(&req, timeout_s, missing, nmissing);
+}
+
+/* Element-wise sum over ranks of `buf` (every rank's whole buffer), scattered:
+ * rank r receives the sum of its `counts[r]` elements, written back at
+ * `displs[r]` of its `buf`; the rest of `buf` is left undefined. */
+int arl_mpi_reduce_scatter(float *buf, const int *counts, const int *displs, double timeout_s, int *missing,
+                           int *nmissing) {
+    g_seq++;
+    MPI_Request req;
+    /* In place: the input is the whole receive buffer, this rank's result
+     * lands at its start. */
+    MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+    int rc = wait_req(&req, timeout_s, missing, nmissing);
+    if (rc == 0 && displs[g_rank] != 0) {
+        memmove(buf + displs[g_rank], buf, (size_t)counts[g_rank] * sizeof(float));
+    }
+    return rc;
+}
+
 int arl_mpi_barrier(double timeout_s, int *missing, int *nmissing) {
     g_seq++;
     MPI_Request req;

@@ -10,6 +10,7 @@
 pub mod grads;
 #[cfg(arl_mpi)]
 pub mod mpi;
+pub mod zero;
 
 use anyhow::Result;
 use std::ffi::OsString;
@@ -41,6 +42,27 @@ pub trait Collective {
     fn all_reduce_f64(&self, buf: &mut [f64], op: ReduceOp, what: &str);
     /// `root`'s bytes to every rank; every rank passes a buffer of the same length.
     fn broadcast(&self, buf: &mut [u8], root: usize, what: &str);
+    /// Whether this engine has [`Collective::all_gather_f32`] and
+    /// [`Collective::reduce_scatter_f32`] (what sharding the optimizer
+    /// state needs).
+    fn can_shard(&self) -> bool {
+        false
+    }
+    /// In-place all-gather: `buf` is the concatenation of every rank's part
+    /// (`counts[r]` elements for rank r, in rank order); each rank fills its
+    /// own part, and afterwards every rank holds all of them.
+    fn all_gather_f32(&self, buf: &mut [f32], counts: &[usize], what: &str) {
+        let _ = (buf, counts);
+        panic!("{what}: the {} engine has no all-gather", self.engine())
+    }
+    /// Reduce-scatter: the element-wise sum over ranks of `buf` (laid out as
+    /// in [`Collective::all_gather_f32`]), of which each rank receives only
+    /// its own part, in place; the other parts of its `buf` are undefined
+    /// afterwards.
+    fn reduce_scatter_f32(&self, buf: &mut [f32], counts: &[usize], what: &str) {
+        let _ = (buf, counts);
+        panic!("{what}: the {} engine has no reduce-scatter", self.engine())
+    }
     fn barrier(&self, what: &str);
     /// Seconds a collective may wait for the slowest rank (0: forever).
     fn set_timeout(&self, secs: f64);
@@ -64,6 +86,11 @@ impl Collective for Single {
     fn all_reduce_sum_f32(&self, _: &mut [f32], _: &str) {}
     fn all_reduce_f64(&self, _: &mut [f64], _: ReduceOp, _: &str) {}
     fn broadcast(&self, _: &mut [u8], _: usize, _: &str) {}
+    fn can_shard(&self) -> bool {
+        true
+    }
+    fn all_gather_f32(&self, _: &mut [f32], _: &[usize], _: &str) {}
+    fn reduce_scatter_f32(&self, _: &mut [f32], _: &[usize], _: &str) {}
     fn barrier(&self, _: &str) {}
     fn set_timeout(&self, _: f64) {}
     fn timeout(&self) -> f64 {

@@ -33,6 +33,22 @@ extern "C" {
         missing: *mut c_int,
         nmissing: *mut c_int,
     ) -> c_int;
+    fn arl_mpi_allgatherv(
+        buf: *mut f32,
+        counts: *const c_int,
+        displs: *const c_int,
+        timeout_s: c_double,
+        missing: *mut c_int,
+        nmissing: *mut c_int,
+    ) -> c_int;
+    fn arl_mpi_reduce_scatter(
+        buf: *mut f32,
+        counts: *const c_int,
+        displs: *const c_int,
+        timeout_s: c_double,
+        missing: *mut c_int,
+        nmissing: *mut c_int,
+    ) -> c_int;
     fn arl_mpi_barrier(timeout_s: c_double, missing: *mut c_int, nmissing: *mut c_int) -> c_int;
     fn arl_mpi_seq() -> c_int;
 }
@@ -103,9 +119,64 @@ impl Mpi {
         };
         self.check(rc, &missing, n, what);
     }
+
+    /// Counts and displacements as C ints, for the v-collectives.
+    fn layout(&self, buf_len: usize, counts: &[usize], what: &str) -> (Vec<c_int>, Vec<c_int>) {
+        assert_eq!(counts.len(), self.size, "{what}: one count per rank");
+        assert_eq!(counts.iter().sum::<usize>(), buf_len, "{what}: counts do not cover the buffer");
+        assert!(buf_len <= MAX_COUNT, "{what}: {buf_len} elements in one call");
+        let c: Vec<c_int> = counts.iter().map(|&n| n as c_int).collect();
+        let d: Vec<c_int> = counts
+            .iter()
+            .scan(0, |off, &n| {
+                let at = *off;
+                *off += n as c_int;
+                Some(at)
+            })
+            .collect();
+        (c, d)
+    }
 }
 
 impl Collective for Mpi {
+    fn can_shard(&self) -> bool {
+        true
+    }
+    fn all_gather_f32(&self, buf: &mut [f32], counts: &[usize], what: &str) {
+        let (c, d) = self.layout(buf.len(), counts, what);
+        let mut missing = vec![0 as c_int; self.size];
+        let mut n = 0;
+        // SAFETY: `buf` holds sum(counts) float32 elements, exclusively
+        // borrowed; `c` and `d` have one entry per rank.
+        let rc = unsafe {
+            arl_mpi_allgatherv(
+                buf.as_mut_ptr(),
+                c.as_ptr(),
+                d.as_ptr(),
+                self.timeout.get(),
+                missing.as_mut_ptr(),
+                &mut n,
+            )
+        };
+        self.check(rc, &missing, n, what);
+    }
+    fn reduce_scatter_f32(&self, buf: &mut [f32], counts: &[usize], what: &str) {
+        let (c, d) = self.layout(buf.len(), counts, what);
+        let mut missing = vec![0 as c_int; self.size];
+        let mut n = 0;
+        // SAFETY: as in `all_gather_f32`.
+        let rc = unsafe {
+            arl_mpi_reduce_scatter(
+                buf.as_mut_ptr(),
+                c.as_ptr(),
+                d.as_ptr(),
+                self.timeout.get(),
+                missing.as_mut_ptr(),
+                &mut n,
+            )
+        };
+        self.check(rc, &missing, n, what);
+    }
     fn rank(&self) -> usize {
         self.rank
     }

@@ -11,9 +11,11 @@ use super::optim::AdamW;
 use super::Sample;
 use anyhow::{Context, Result};
 use arl_model::{Model, SaveOptions};
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use tch::Tensor;
 
 /// Tokenizer and template files copied from the source model when present.
 pub const TOKENIZER_FILES: &[&str] = &[
@@ -209,11 +211,11 @@ pub(crate) struct InputPosition {
 const STATE_DIR: &str = "trainer_state";
 
 impl TrainerState {
-    /// Writes the state and `opt`'s moments into the checkpoint being written at `dir`.
-    pub(crate) fn write(&self, dir: &Path, opt: &AdamW) -> Result<()> {
+    /// Writes the state and the optimizer's moments ([`AdamW::state`]) into the checkpoint being written at `dir`.
+    pub(crate) fn write(&self, dir: &Path, opt_state: &BTreeMap<String, Tensor>) -> Result<()> {
         let sdir = dir.join(STATE_DIR);
         std::fs::create_dir_all(&sdir)?;
-        opt.save(&sdir.join("optimizer.safetensors"))?;
+        super::optim::save_state(opt_state, &sdir.join("optimizer.safetensors"))?;
         std::fs::write(sdir.join("state.json"), serde_json::to_string_pretty(self)? + "\n")?;
         Ok(())
     }

@@ -157,8 +157,11 @@ pub struct TrainConfig {
     pub nproc: usize,
     /// Seconds a rank waits in a collective (0: forever).
     pub collective_timeout: f64,
-    /// Gradient all-reduce bucket, MiB.
+    /// Gradient all-reduce bucket, MiB (also the bucket of ZeRO's collectives).
     pub allreduce_bucket_mb: f64,
+    /// ZeRO stage: 0 (every rank holds the whole optimizer state), 1 (AdamW
+    /// moments sharded over ranks), 2 (and the reduced gradients).
+    pub zero_stage: u8,
 
     pub critic: CriticConfig,
     pub input: InputSpec,

@@ -213,7 +213,7 @@ impl CriticTrainer {
             v_sum += (v.detach() * &mask).sum(Kind::Float).double_value(&[]);
             (masked.sum(Kind::Float) / denom).backward();
         }
-        let norm = self.opt.clip_grad_norm(self.clip_grad);
+        let norm = self.opt.clip_grad_norm(self.clip_grad, None);
         if norm.is_finite() {
             self.opt.step(self.lr);
         } else {

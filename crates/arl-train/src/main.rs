@@ -283,9 +283,22 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 600.0, value_name = "SECS", help_heading = "Distributed")]
     pub collective_timeout: f64,
 
-    /// Size of one gradient all-reduce bucket in MiB (float32)
+    /// Size of one gradient all-reduce bucket in MiB (float32); also the
+    /// bucket of ZeRO's reduce-scatter and all-gather
     #[arg(long, default_value_t = 25.0, value_name = "MB", help_heading = "Distributed")]
     pub allreduce_bucket_mb: f64,
+
+    /// Shard the optimizer over the ranks (ZeRO, as DeepSpeed's stages): 1
+    /// keeps each rank's AdamW moments (and fp32 masters) for 1/N of the
+    /// parameters' elements only, updates those and all-gathers the updated
+    /// parameters; 2 also replaces the gradient all-reduce by a
+    /// reduce-scatter, so a rank receives the summed gradients of its share
+    /// only (less traffic). 0: every rank holds the whole state. Same update
+    /// as one process; checkpoints are whole, and resume with any number of
+    /// ranks. Needs 2 or more ranks
+    #[arg(long, visible_alias = "zero", default_value_t = 0, value_name = "STAGE",
+          value_parser = clap::value_parser!(u8).range(0..=2), help_heading = "Distributed")]
+    pub zero_stage: u8,
 
     #[command(flatten)]
     pub critic: CriticArgs,
@@ -487,6 +500,17 @@ impl TrainArgs {
                 "`--train-critic` runs in one process only (the critic is not data-parallel yet); drop `--nproc`",
             ));
         }
+        // Under `mpirun` the number of ranks is known only once connected
+        // (checked again there).
+        if self.zero_stage > 0 && self.nproc <= 1 && arl_dist::mpirun_placement().is_none_or(|p| p.size <= 1) {
+            return Err(cli::hint(
+                usage(format!(
+                    "`--zero-stage {}` shards the optimizer state over ranks, but this run has one",
+                    self.zero_stage
+                )),
+                "start 2 or more ranks (`--nproc N`, or `mpirun -n N arl-train …`), or drop `--zero-stage`",
+            ));
+        }
         let save_dtype = match self.save_dtype.as_str() {
             "auto" => None,
             s => Some(dtype(s)?),
@@ -540,6 +564,7 @@ impl TrainArgs {
             nproc: self.nproc,
             collective_timeout: self.collective_timeout,
             allreduce_bucket_mb: self.allreduce_bucket_mb,
+            zero_stage: self.zero_stage,
             critic: CriticConfig {
                 train: c.train_critic,
                 critic: c.critic.clone(),

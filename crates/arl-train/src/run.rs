@@ -7,7 +7,7 @@ use super::batch::{score_shared, ScoreOptions};
 use super::checkpoint::{self, plan_fingerprint, InputPosition, TrainerState};
 use super::critic::CriticTrainer;
 use super::optim::{lr_at, AdamW, AdamWConfig};
-use super::step::train_step;
+use super::step::{train_step, DataParallel};
 use super::{sample_of, set_threads, Need, Sample};
 use crate::config::{InitConfig, LossKind, Precision, TrainConfig, TOOL};
 use anyhow::{Context, Result};
@@ -15,7 +15,7 @@ use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
 use arl_core::cli::{self, Input, InputSpec};
 use arl_core::record::Record;
-use arl_dist::{grads::GradSync, Collective};
+use arl_dist::{grads::GradSync, zero::Zero, Collective, ReduceOp};
 use arl_model::{amp::AmpDtype, weights, Model, ModelConfig, SaveOptions};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -246,6 +246,8 @@ impl Plan {
 struct Saver<'a> {
     args: &'a TrainConfig,
     comm: &'a dyn Collective,
+    /// A sharded optimizer's collectives: every rank takes part in gathering its state.
+    zero: Option<&'a Zero>,
     opts: SaveOptions,
     decay_steps: u64,
 }
@@ -254,7 +256,8 @@ impl Saver<'_> {
     fn save(&self, model: &Model, opt: &AdamW, step: u64, pos: InputPosition) -> Result<()> {
         let args = self.args;
         let Some(dest) = &args.save else { return Ok(()) };
-        if self.comm.rank() == 0 {
+        let opt_state = opt.state(self.zero.map(|z| (self.comm, z)))?;
+        if let Some(opt_state) = opt_state.filter(|_| self.comm.rank() == 0) {
             let state = TrainerState {
                 step,
                 lr: args.lr,
@@ -265,7 +268,7 @@ impl Saver<'_> {
                 seed: args.seed,
                 input: Some(pos),
             };
-            checkpoint::save(model, dest, &self.opts, &args.model, |dir| state.write(dir, opt))?;
+            checkpoint::save(model, dest, &self.opts, &args.model, |dir| state.write(dir, &opt_state))?;
             if args.keep_last > 0 {
                 checkpoint::prune(dest, args.keep_last)?;
             }
@@ -304,12 +307,34 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     let amp = matches!(args.precision, Precision::Amp).then_some(AmpDtype::Bf16);
     model.set_amp(amp)?;
     // Every rank starts from rank 0's weights; gradients are summed in buckets.
-    let sync = (world > 1).then(|| {
-        let bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(1.0) as usize;
-        let s = GradSync::new(model.named_parameters().into_values().collect(), bytes);
-        s.broadcast_params(comm);
-        s
-    });
+    let bucket_bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(4.0) as usize;
+    let dp = match world > 1 {
+        true => {
+            let sync = GradSync::new(model.named_parameters().into_values().collect(), bucket_bytes);
+            sync.broadcast_params(comm);
+            let zero = (args.zero_stage > 0).then(|| {
+                (
+                    args.zero_stage,
+                    Zero::new(model.named_parameters().into_values().collect(), world, rank, bucket_bytes),
+                )
+            });
+            Some(DataParallel { comm, sync, zero })
+        }
+        false if args.zero_stage > 0 => {
+            return Err(cli::usage(format!(
+                "`--zero-stage {}` shards the optimizer state over ranks, but this job has one rank",
+                args.zero_stage
+            )))
+        }
+        false => None,
+    };
+    if dp.as_ref().is_some_and(|d| d.zero.is_some()) && !comm.can_shard() {
+        return Err(cli::usage(format!(
+            "`--zero-stage {}`: the {} engine has no all-gather / reduce-scatter",
+            args.zero_stage,
+            comm.engine()
+        )));
+    }
     if args.loss == LossKind::Rl {
         prepare_log_probs(args, &model, &mut samples, comm, amp)?;
     }
@@ -334,7 +359,10 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
         )?),
         false => None,
     };
-    let mut opt = AdamW::new(model.named_parameters(), adam);
+    let mut opt = match dp.as_ref().and_then(|d| d.zero.as_ref()) {
+        Some((_, z)) => AdamW::sharded(model.named_parameters(), adam, &z.owned()),
+        None => AdamW::new(model.named_parameters(), adam),
+    };
     let plan = Plan::new(args, &samples, &mut opt, rank == 0 && !args.input.quiet)?;
     let save_kind = match args.save_dtype {
         None => model.config.dtype_name().map(weights::parse_kind).transpose()?.unwrap_or(Kind::Float),
@@ -343,15 +371,19 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     let saver = Saver {
         args,
         comm,
+        zero: dp.as_ref().and_then(|d| d.zero.as_ref()).map(|(_, z)| z),
         opts: SaveOptions { kind: save_kind, max_shard_bytes: args.max_shard_bytes },
         decay_steps: plan.decay_steps,
     };
     let mut metrics = open_metrics(args, rank)?;
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let pb = cli::progress(args.input.quiet || rank != 0, Some(plan.steps), "steps");
-    if let Some(s) = &sync {
-        s.define_grads();
+    if let Some(d) = &dp {
+        d.sync.define_grads();
     }
+    // Optimizer state per rank (the largest, sharded); rank 0 reports it.
+    let mut opt_bytes = [opt.state_bytes() as f64];
+    comm.all_reduce_f64(&mut opt_bytes, ReduceOp::Max, "the optimizer state's size");
     let mut rng = arl_core::rng::Rng::new(args.seed);
     let mut step = plan.start_step;
     let mut end = plan.position(args.epochs, 0, true);
@@ -370,8 +402,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
             let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, plan.decay_steps, args.lr_schedule);
             // This rank's token-balanced share of the global batch.
             let mine = arl_dist::shard(chunk, &lens, world).swap_remove(rank);
-            let dp = sync.as_ref().map(|s| (comm, s));
-            let (grad_norm, s) = train_step(&mut model, &mut opt, args, &samples, &mine, &lens, lr, dp)?;
+            let (grad_norm, s) = train_step(&mut model, &mut opt, args, &samples, &mine, &lens, lr, dp.as_ref())?;
             step += 1;
             let secs = t0.elapsed().as_secs_f64();
             let tk = s.tokens.max(1.0);
@@ -380,8 +411,16 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
                 "trained_tokens": s.tokens, "loss": s.loss / tk, "lr": lr, "grad_norm": grad_norm,
                 "entropy": s.entropy / tk, "tokens_per_s": s.all_tokens as f64 / secs, "step_time_s": secs,
                 "peak_rss_bytes": peak_rss_bytes(), "world_size": world,
+                "optimizer_state_bytes": opt_bytes[0], "zero_stage": args.zero_stage,
             });
             s.add_metrics(&mut m, args, world);
+            if world > 1 {
+                // Every rank's peak, in rank order.
+                let mut rss = vec![0.0; world];
+                rss[rank] = peak_rss_bytes() as f64;
+                comm.all_reduce_f64(&mut rss, ReduceOp::Sum, "all-reduce of the ranks' peak memory");
+                m["rank_peak_rss_bytes"] = json!(rss);
+            }
             if let Some(c) = critic.as_mut() {
                 for (k, v) in c.step(&samples, chunk, &lens)?.as_object().expect("object") {
                     m[k] = v.clone();

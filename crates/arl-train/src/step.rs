@@ -9,7 +9,7 @@ use super::optim::AdamW;
 use super::{pack, pack_tokens, Sample};
 use anyhow::{Context, Result};
 use arl_core::cli;
-use arl_dist::{grads::GradSync, Collective};
+use arl_dist::{grads::GradSync, zero::Zero, Collective};
 use arl_model::{EntropyMode, HeadOptions, Layout, Model, TokenScores};
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
@@ -32,8 +32,11 @@ pub(crate) struct StepStats {
     pub opsm_dropped: f64,
     pub tokens: f64,
     pub all_tokens: usize,
-    /// Seconds in the gradient all-reduce (data parallel).
+    /// Seconds in the gradient all-reduce (data parallel; at ZeRO stage 2
+    /// the reduce-scatter).
     pub allreduce_s: f64,
+    /// Seconds in ZeRO's all-gather of the updated parameters.
+    pub allgather_s: f64,
 }
 
 impl StepStats {
@@ -80,6 +83,9 @@ impl StepStats {
         if world > 1 {
             m["allreduce_s"] = json!(self.allreduce_s);
         }
+        if args.zero_stage > 0 {
+            m["allgather_s"] = json!(self.allgather_s);
+        }
         if args.loss == LossKind::Rl {
             let extra = json!({
                 "pg_loss": self.pg_loss / tk, "kl_loss": self.kl_loss / tk, "clipfrac": self.clipped / tk,
@@ -120,6 +126,15 @@ struct Aggregation {
     horizon: f64,
 }
 
+/// How a data-parallel step reaches the other ranks.
+pub(crate) struct DataParallel<'a> {
+    pub comm: &'a dyn Collective,
+    /// The gradient all-reduce (stages 0 and 1) and the parameters' first broadcast.
+    pub sync: GradSync,
+    /// ZeRO stage 1 or 2 and its collectives; the optimizer is then sharded.
+    pub zero: Option<(u8, Zero)>,
+}
+
 /// One optimizer step over the samples `chunk`: the global batch, or with
 /// `dp` (data parallel) this rank's share of it, whose gradients are summed
 /// over the ranks before the update. Returns the gradient norm and the stats.
@@ -132,7 +147,7 @@ pub(crate) fn train_step(
     chunk: &[usize],
     lens: &[usize],
     lr: f64,
-    dp: Option<(&dyn Collective, &GradSync)>,
+    dp: Option<&DataParallel>,
 ) -> Result<(f64, StepStats)> {
     // Global denominators: counted over the whole global batch, never
     // averaged per rank.
@@ -141,8 +156,8 @@ pub(crate) fn train_step(
         chunk.iter().filter(|&&i| samples[i].loss_mask.iter().any(|&x| x > 0.0)).count() as f64,
     ];
     let mut longest = [chunk.iter().map(|&i| samples[i].response_len()).max().unwrap_or(1) as f64];
-    if let Some((comm, _)) = dp {
-        arl_dist::grads::reduce_stats(comm, &mut counts, &mut longest);
+    if let Some(dp) = dp {
+        arl_dist::grads::reduce_stats(dp.comm, &mut counts, &mut longest);
     }
     let [tokens, seqs] = counts;
     let agg = Aggregation {
@@ -184,16 +199,24 @@ pub(crate) fn train_step(
             |scores| micro_batch_loss(args, &batch, scores, &agg, &mut s),
         )?;
     }
-    if let Some((comm, sync)) = dp {
+    if let Some(dp) = dp {
         // Sum over ranks: each rank's loss was already divided by the global
-        // denominator. Afterwards every rank holds the same gradients, so the
+        // denominator. Afterwards every rank holds the same gradients (at
+        // ZeRO stage 2: the summed gradients of its own share), so the
         // clipping norm below is the global one.
-        s.allreduce_s = sync.all_reduce(comm);
-        s.reduce(comm);
+        s.allreduce_s = match &dp.zero {
+            Some((2, z)) => z.reduce_scatter_grads(dp.comm),
+            _ => dp.sync.all_reduce(dp.comm),
+        };
+        s.reduce(dp.comm);
     }
-    let norm = opt.clip_grad_norm(args.clip_grad);
+    let norm = opt.clip_grad_norm(args.clip_grad, dp.map(|d| d.comm));
     if norm.is_finite() {
         opt.step(lr);
+        // Sharded: each rank updated its share; every rank gets all of them.
+        if let Some((dp, (_, z))) = dp.and_then(|d| d.zero.as_ref().map(|z| (d, z))) {
+            s.allgather_s = z.all_gather_params(dp.comm);
+        }
     } else {
         cli::warn(TOOL, format!("gradient norm is {norm}; step skipped"));
         opt.step += 1;

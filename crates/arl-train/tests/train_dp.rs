@@ -39,7 +39,12 @@ fn train(dir: &Path, args: &[&str], input: &str) -> common::Run {
 }
 
 fn weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
-    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    tensors(&dir.join("model.safetensors"))
+}
+
+/// Every float32 tensor of a safetensors file, by name.
+fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
+    let bytes = std::fs::read(path).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let mut out: Vec<(String, Vec<f32>)> = st
         .tensors()
@@ -128,6 +133,76 @@ fn two_ranks_equal_one_process_seq_mean_token_mean_from_stdin() {
     two_ranks_match_one("seq-mean-token-mean", &["--recompute-old-logprobs"], true);
 }
 
+/// The moments of a checkpoint's optimizer state, by name.
+fn optimizer_state(dir: &Path) -> Vec<(String, Vec<f32>)> {
+    tensors(&dir.join("trainer_state").join("optimizer.safetensors"))
+}
+
+/// ZeRO stages 1 and 2 on 2 ranks against one process: same weights, same
+/// metrics, the same (whole) optimizer state in the checkpoint, and each
+/// rank holding half the state. Small buckets at stage 2, so that buckets
+/// cut through parameters and every rank owns pieces of many.
+#[test]
+fn zero_stages_equal_one_process() {
+    let t = tmpdir();
+    std::fs::write(t.path().join("in.jsonl"), records(12)).unwrap();
+    let m = tiny();
+    let go = |save: &str, extra: &[&str]| {
+        let mpath = format!("{save}.jsonl");
+        let mut a = vec!["--model", m.to_str().unwrap(), "--save", save, "--metrics", &mpath, "-i", "in.jsonl"];
+        a.extend_from_slice(&["--global-batch-size", "4", "--shuffle", "--lr", "2e-4", "--save-dtype", "float32"]);
+        // Clipping active (the norms here are ~0.15), so the shards' partial norms must add up.
+        a.extend_from_slice(&["--clip-grad", "0.05", "--weight-decay", "0.1"]);
+        a.extend_from_slice(extra);
+        train(t.path(), &a, "").ok();
+        metrics(&t.path().join(mpath))
+    };
+    let one = go("one", &[]);
+    let z1 = go("z1", &["--nproc", "2", "--zero-stage", "1"]);
+    let z2 = go("z2", &["--nproc", "2", "--zero", "2", "--allreduce-bucket-mb", "0.01"]);
+    assert_eq!(one.len(), 3);
+    let whole = one[0]["optimizer_state_bytes"].as_f64().unwrap();
+    for (name, z) in [("z1", &z1), ("z2", &z2)] {
+        assert_eq!(z.len(), 3);
+        for (a, b) in one.iter().zip(z) {
+            assert_eq!(b["world_size"], 2);
+            for k in ["loss", "grad_norm", "entropy", "clipfrac"] {
+                let (x, y) = (a[k].as_f64().unwrap(), b[k].as_f64().unwrap());
+                assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "{name} {k}: {x} vs {y}");
+            }
+            assert!(a["grad_norm"].as_f64().unwrap() > 0.05, "clipping never happened: {a}");
+            let per_rank = b["optimizer_state_bytes"].as_f64().unwrap();
+            eprintln!("{name}: optimizer state per rank {per_rank} bytes, one process {whole}");
+            assert!((per_rank / (whole / 2.0) - 1.0).abs() <= 0.05, "{name}: {per_rank} per rank vs {whole} whole");
+            assert!(b["allgather_s"].as_f64().unwrap() > 0.0);
+        }
+        let d = max_diff(&t.path().join("one"), &t.path().join(name));
+        eprintln!("{name}: max |Δw| vs one process = {d:e}");
+        assert!(d <= 1e-5, "{name}: weights differ by {d}");
+        // The checkpoint's optimizer state is whole and equal.
+        let (so, sz) = (optimizer_state(&t.path().join("one")), optimizer_state(&t.path().join(name)));
+        assert_eq!(so.len(), sz.len(), "{name}: optimizer state tensors");
+        for ((na, va), (nb, vb)) in so.iter().zip(&sz) {
+            assert_eq!((na, va.len()), (nb, vb.len()));
+            let d = va.iter().zip(vb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+            let scale = va.iter().map(|x| x.abs()).fold(0f32, f32::max);
+            assert!(d <= 1e-5 * scale.max(1e-6) + 1e-12, "{name} {na}: differs by {d} (scale {scale})");
+        }
+    }
+    assert!(max_diff(&t.path().join("one"), &m) > 1e-4, "training barely moved the weights");
+}
+
+#[test]
+fn zero_needs_several_ranks() {
+    let t = tmpdir();
+    let m = tiny();
+    let r = train(t.path(), &["--model", m.to_str().unwrap(), "--zero-stage", "1"], &records(2));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--zero-stage 1") && r.stderr.contains("--nproc"), "{}", r.stderr);
+    let r = train(t.path(), &["--model", m.to_str().unwrap(), "--zero-stage", "3", "--nproc", "2"], &records(2));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
 #[test]
 fn resume_with_another_number_of_ranks() {
     let t = tmpdir();
@@ -146,8 +221,12 @@ fn resume_with_another_number_of_ranks() {
     go(&t.path().join("two-first"), "then-one", "1", &["--resume"]);
     go(&m, "one-first", "1", &[]);
     go(&t.path().join("one-first"), "then-two", "2", &["--resume"]);
+    // A ZeRO checkpoint is whole: it resumes in one process, and a whole one resumes sharded.
+    go(&m, "zero-first", "2", &["--zero-stage", "1"]);
+    go(&t.path().join("zero-first"), "then-one-z", "1", &["--resume"]);
+    go(&t.path().join("one-first"), "then-zero", "2", &["--resume", "--zero-stage", "2"]);
     let straight = t.path().join("straight");
-    for resumed in ["then-one", "then-two"] {
+    for resumed in ["then-one", "then-two", "then-one-z", "then-zero"] {
         let d = max_diff(&straight, &t.path().join(resumed));
         assert!(d <= 1e-5, "{resumed}: weights differ by {d}");
         let st: Value = serde_json::from_str(
