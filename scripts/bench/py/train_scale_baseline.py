@@ -6,7 +6,10 @@ longest sample (grouped by length under the same token budget as
 gather − logsumexp, the entropy for the metrics (no gradient), PPO's clipped
 surrogate (token mean over the whole batch), AdamW, gradient clipping.
 
-    train_scale_baseline.py MODEL_DIR RECORDS.jsonl BUDGET THREADS
+    train_scale_baseline.py MODEL_DIR RECORDS.jsonl BUDGET THREADS [DEVICE [DTYPE]]
+
+DEVICE cpu (default) or cuda, DTYPE float32 (default) or bfloat16 (the
+weights and activations; the logits are taken in float32 as above).
 
 Prints JSON: tokens, seconds of the step, tokens/s, peak RSS (bytes; the
 process's own high-water mark, from getrusage), and the loss.
@@ -20,9 +23,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 model_dir, path, budget, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+device = sys.argv[5] if len(sys.argv) > 5 else "cpu"
+dtype = getattr(torch, sys.argv[6] if len(sys.argv) > 6 else "float32")
 torch.set_num_threads(threads)
 torch.manual_seed(0)
-model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa").train()
+model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa").to(device).train()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.01, foreach=True)
 recs = [json.loads(l) for l in open(path)]
 
@@ -56,7 +61,7 @@ def tensors(rs):
         mask[i, p - 1:n - 1] = torch.tensor(r["loss_mask"], dtype=torch.float)
         adv[i, p - 1:n - 1] = torch.tensor(r["advantages"])
         old[i, p - 1:n - 1] = torch.tensor(r["rollout_log_probs"])
-    return ids, attn, mask, adv, old
+    return tuple(t.to(device) for t in (ids, attn, mask, adv, old))
 
 
 denom = sum(sum(r["loss_mask"]) for r in recs)
@@ -79,8 +84,13 @@ for g in groups:
     del logits, logp, entropy, ratio, pg, loss
 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
 opt.step()
+if device != "cpu":
+    torch.cuda.synchronize()
 dt = time.perf_counter() - t0
 tokens = sum(len(r["tokens"]) for r in recs)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"tokens": tokens, "step_s": dt, "tokens_per_s": tokens / dt, "peak_rss": rss, "loss": total,
-                  "micro_batches": len(groups)}))
+out = {"tokens": tokens, "step_s": dt, "tokens_per_s": tokens / dt, "peak_rss": rss, "loss": total,
+       "micro_batches": len(groups)}
+if device != "cpu":
+    out["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+print(json.dumps(out))
