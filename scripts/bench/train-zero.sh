@@ -18,13 +18,7 @@ PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 cargo build --release --quiet -p arl-train
 ARL=target/release/arl-train
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-cat > "$W/cfg.json" <<JSON
-{"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": 151936, "hidden_size": 896,
- "intermediate_size": 4864, "num_hidden_layers": $LAYERS, "num_attention_heads": 14, "num_key_value_heads": 2,
- "max_position_embeddings": 32768, "tie_word_embeddings": true, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6}
-JSON
-"$ARL" make-tokenizer --out "$W/tok" >/dev/null
-"$ARL" init --config "$W/cfg.json" --tokenizer "$W/tok" --out "$W/model" >/dev/null
+. scripts/bench/lib/qwen05-model.sh
 "$PY" - "$N" "$LEN" > "$W/recs.jsonl" <<'PYEOF'
 import json, random, sys
 n, m = map(int, sys.argv[1:3])

@@ -120,11 +120,12 @@ impl Mpi {
         self.check(rc, &missing, n, what);
     }
 
-    /// Counts and displacements as C ints, for the v-collectives.
-    fn layout(&self, buf_len: usize, counts: &[usize], what: &str) -> (Vec<c_int>, Vec<c_int>) {
+    /// Runs one of the shim's in-place float32 v-collectives (`f`: all-gather
+    /// or reduce-scatter) over `buf`, laid out in rank order by `counts`.
+    fn v_collective(&self, f: VCollective, buf: &mut [f32], counts: &[usize], what: &str) {
         assert_eq!(counts.len(), self.size, "{what}: one count per rank");
-        assert_eq!(counts.iter().sum::<usize>(), buf_len, "{what}: counts do not cover the buffer");
-        assert!(buf_len <= MAX_COUNT, "{what}: {buf_len} elements in one call");
+        assert_eq!(counts.iter().sum::<usize>(), buf.len(), "{what}: counts do not cover the buffer");
+        assert!(buf.len() <= MAX_COUNT, "{what}: {} elements in one call", buf.len());
         let c: Vec<c_int> = counts.iter().map(|&n| n as c_int).collect();
         let d: Vec<c_int> = counts
             .iter()
@@ -134,48 +135,29 @@ impl Mpi {
                 Some(at)
             })
             .collect();
-        (c, d)
+        let mut missing = vec![0 as c_int; self.size];
+        let mut n = 0;
+        // SAFETY: `buf` holds sum(counts) float32 elements, exclusively
+        // borrowed; `c` and `d` have one entry per rank.
+        let rc =
+            unsafe { f(buf.as_mut_ptr(), c.as_ptr(), d.as_ptr(), self.timeout.get(), missing.as_mut_ptr(), &mut n) };
+        self.check(rc, &missing, n, what);
     }
 }
+
+/// The shim's signature of an in-place float32 v-collective.
+type VCollective =
+    unsafe extern "C" fn(*mut f32, *const c_int, *const c_int, c_double, *mut c_int, *mut c_int) -> c_int;
 
 impl Collective for Mpi {
     fn can_shard(&self) -> bool {
         true
     }
     fn all_gather_f32(&self, buf: &mut [f32], counts: &[usize], what: &str) {
-        let (c, d) = self.layout(buf.len(), counts, what);
-        let mut missing = vec![0 as c_int; self.size];
-        let mut n = 0;
-        // SAFETY: `buf` holds sum(counts) float32 elements, exclusively
-        // borrowed; `c` and `d` have one entry per rank.
-        let rc = unsafe {
-            arl_mpi_allgatherv(
-                buf.as_mut_ptr(),
-                c.as_ptr(),
-                d.as_ptr(),
-                self.timeout.get(),
-                missing.as_mut_ptr(),
-                &mut n,
-            )
-        };
-        self.check(rc, &missing, n, what);
+        self.v_collective(arl_mpi_allgatherv, buf, counts, what);
     }
     fn reduce_scatter_f32(&self, buf: &mut [f32], counts: &[usize], what: &str) {
-        let (c, d) = self.layout(buf.len(), counts, what);
-        let mut missing = vec![0 as c_int; self.size];
-        let mut n = 0;
-        // SAFETY: as in `all_gather_f32`.
-        let rc = unsafe {
-            arl_mpi_reduce_scatter(
-                buf.as_mut_ptr(),
-                c.as_ptr(),
-                d.as_ptr(),
-                self.timeout.get(),
-                missing.as_mut_ptr(),
-                &mut n,
-            )
-        };
-        self.check(rc, &missing, n, what);
+        self.v_collective(arl_mpi_reduce_scatter, buf, counts, what);
     }
     fn rank(&self) -> usize {
         self.rank
