@@ -500,17 +500,6 @@ impl TrainArgs {
                 "`--train-critic` runs in one process only (the critic is not data-parallel yet); drop `--nproc`",
             ));
         }
-        // Under `mpirun` the number of ranks is known only once connected
-        // (checked again there).
-        if self.zero_stage > 0 && self.nproc <= 1 && arl_dist::mpirun_placement().is_none_or(|p| p.size <= 1) {
-            return Err(cli::hint(
-                usage(format!(
-                    "`--zero-stage {}` shards the optimizer state over ranks, but this run has one",
-                    self.zero_stage
-                )),
-                "start 2 or more ranks (`--nproc N`, or `mpirun -n N arl-train …`), or drop `--zero-stage`",
-            ));
-        }
         let save_dtype = match self.save_dtype.as_str() {
             "auto" => None,
             s => Some(dtype(s)?),

@@ -291,6 +291,22 @@ fn open_metrics(args: &TrainConfig, rank: usize) -> Result<Option<std::fs::File>
 
 fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     let (rank, world) = (comm.rank(), comm.size());
+    if args.zero_stage > 0 && world == 1 {
+        return Err(cli::hint(
+            cli::usage(format!(
+                "`--zero-stage {}` shards the optimizer state over ranks, but this job has one rank",
+                args.zero_stage
+            )),
+            "start 2 or more ranks (`--nproc N`, or `mpirun -n N arl-train …`), or drop `--zero-stage`",
+        ));
+    }
+    if args.zero_stage > 0 && !comm.can_shard() {
+        return Err(cli::usage(format!(
+            "`--zero-stage {}`: the {} engine has no all-gather / reduce-scatter",
+            args.zero_stage,
+            comm.engine()
+        )));
+    }
     let (device, kind) = placement(args, world)?;
     tch::manual_seed(args.seed as i64);
     let tok = tokenizer_of(&args.model)?;
@@ -308,33 +324,13 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     model.set_amp(amp)?;
     // Every rank starts from rank 0's weights; gradients are summed in buckets.
     let bucket_bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(4.0) as usize;
-    let dp = match world > 1 {
-        true => {
-            let sync = GradSync::new(model.named_parameters().into_values().collect(), bucket_bytes);
-            sync.broadcast_params(comm);
-            let zero = (args.zero_stage > 0).then(|| {
-                (
-                    args.zero_stage,
-                    Zero::new(model.named_parameters().into_values().collect(), world, rank, bucket_bytes),
-                )
-            });
-            Some(DataParallel { comm, sync, zero })
-        }
-        false if args.zero_stage > 0 => {
-            return Err(cli::usage(format!(
-                "`--zero-stage {}` shards the optimizer state over ranks, but this job has one rank",
-                args.zero_stage
-            )))
-        }
-        false => None,
-    };
-    if dp.as_ref().is_some_and(|d| d.zero.is_some()) && !comm.can_shard() {
-        return Err(cli::usage(format!(
-            "`--zero-stage {}`: the {} engine has no all-gather / reduce-scatter",
-            args.zero_stage,
-            comm.engine()
-        )));
-    }
+    let dp = (world > 1).then(|| {
+        let sync = GradSync::new(model.named_parameters().into_values().collect(), bucket_bytes);
+        sync.broadcast_params(comm);
+        let zero = (args.zero_stage > 0)
+            .then(|| Zero::new(model.named_parameters().into_values().collect(), world, rank, bucket_bytes));
+        DataParallel { comm, sync, zero }
+    });
     if args.loss == LossKind::Rl {
         prepare_log_probs(args, &model, &mut samples, comm, amp)?;
     }
@@ -360,7 +356,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
         false => None,
     };
     let mut opt = match dp.as_ref().and_then(|d| d.zero.as_ref()) {
-        Some((_, z)) => AdamW::sharded(model.named_parameters(), adam, &z.owned()),
+        Some(z) => AdamW::sharded(model.named_parameters(), adam, &z.owned()),
         None => AdamW::new(model.named_parameters(), adam),
     };
     let plan = Plan::new(args, &samples, &mut opt, rank == 0 && !args.input.quiet)?;
@@ -371,7 +367,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     let saver = Saver {
         args,
         comm,
-        zero: dp.as_ref().and_then(|d| d.zero.as_ref()).map(|(_, z)| z),
+        zero: dp.as_ref().and_then(|d| d.zero.as_ref()),
         opts: SaveOptions { kind: save_kind, max_shard_bytes: args.max_shard_bytes },
         decay_steps: plan.decay_steps,
     };

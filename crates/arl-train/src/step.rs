@@ -131,8 +131,8 @@ pub(crate) struct DataParallel<'a> {
     pub comm: &'a dyn Collective,
     /// The gradient all-reduce (stages 0 and 1) and the parameters' first broadcast.
     pub sync: GradSync,
-    /// ZeRO stage 1 or 2 and its collectives; the optimizer is then sharded.
-    pub zero: Option<(u8, Zero)>,
+    /// ZeRO's collectives (`--zero-stage` 1 or 2); the optimizer is then sharded.
+    pub zero: Option<Zero>,
 }
 
 /// One optimizer step over the samples `chunk`: the global batch, or with
@@ -205,7 +205,7 @@ pub(crate) fn train_step(
         // ZeRO stage 2: the summed gradients of its own share), so the
         // clipping norm below is the global one.
         s.allreduce_s = match &dp.zero {
-            Some((2, z)) => z.reduce_scatter_grads(dp.comm),
+            Some(z) if args.zero_stage == 2 => z.reduce_scatter_grads(dp.comm),
             _ => dp.sync.all_reduce(dp.comm),
         };
         s.reduce(dp.comm);
@@ -214,7 +214,7 @@ pub(crate) fn train_step(
     if norm.is_finite() {
         opt.step(lr);
         // Sharded: each rank updated its share; every rank gets all of them.
-        if let Some((dp, (_, z))) = dp.and_then(|d| d.zero.as_ref().map(|z| (d, z))) {
+        if let Some((dp, z)) = dp.and_then(|d| d.zero.as_ref().map(|z| (d, z))) {
             s.allgather_s = z.all_gather_params(dp.comm);
         }
     } else {
