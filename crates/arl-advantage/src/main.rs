@@ -218,6 +218,22 @@ impl Config {
         })
     }
 
+    /// The fields this configuration reads (the only columns decoded from a
+    /// Parquet input; the others pass through).
+    pub fn reads(&self) -> Vec<&'static str> {
+        let mut f = vec!["reward", "loss_mask"];
+        if self.estimator.grouped() {
+            f.extend(["prompt_id", "sample_index"]);
+        }
+        if self.kl_coef != 0.0 {
+            f.extend(["rollout_log_probs", "ref_log_probs"]);
+        }
+        if self.estimator == Estimator::Gae {
+            f.push("values");
+        }
+        f
+    }
+
     /// Why this record cannot be processed, if it cannot.
     pub fn check(&self, r: &Record) -> Option<String> {
         match r.reward {
@@ -401,8 +417,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         matches!(a.estimator, Estimator::ReinforcePp | Estimator::ReinforcePpBaseline)
     };
-    let mut inp = cli::Input::open(&a.input.spec()?)?;
-    let mut sink = Sink { out: a.output.spec().open()?, hold: normalize.then(Vec::new) };
+    let (mut inp, out) =
+        cli::Input::open_columns(&a.input.spec()?, &a.output.spec(), &cfg.reads(), &["advantages", "returns"])?;
+    let mut sink = Sink { out, hold: normalize.then(Vec::new) };
     let mut grouper = Grouper::new(a.group_size);
     let mut clock = Clock::default();
     let mut singletons: (u64, Option<String>) = (0, None);

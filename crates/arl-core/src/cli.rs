@@ -4,7 +4,9 @@
 //!
 //! A binary is `fn main() -> ExitCode { cli::main::<Args>("arl-x", run) }`.
 pub use crate::error::{data, hint, usage, DataError, Hinted, UsageError};
+use crate::columnar::{ParquetSource, PassThrough};
 use crate::io::{AtomicFile, BadRecord, Format, Pos, RecordReader, RecordWriter};
+use std::sync::Arc;
 use crate::record::Record;
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
@@ -95,6 +97,11 @@ pub fn report(tool: &str, e: &anyhow::Error) {
     if let Some(h) = hint {
         let _ = writeln!(err, "{yellow}hint{reset}: {h}");
     }
+}
+
+/// Whether an environment variable is set to something other than empty or `0`.
+pub fn env_flag(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Prints a warning line on stderr.
@@ -253,6 +260,11 @@ pub struct Input {
     paths: Vec<PathBuf>,
     next_path: usize,
     reader: Option<RecordReader>,
+    /// Read only these columns of Parquet inputs (see [`Input::open_projected`]).
+    columns: Option<Vec<&'static str>>,
+    /// The Parquet inputs read with a projection, by name: a rejected record
+    /// is written whole, so its other columns are read back from here.
+    projected: Vec<Arc<ParquetSource>>,
     policy: OnError,
     rejects: Option<Rejects>,
     pub read: u64,
@@ -300,7 +312,58 @@ impl Input {
             }
             _ => None,
         };
-        Ok(Input { paths, next_path: 0, reader: None, policy: spec.on_error, rejects, read: 0, quiet: spec.quiet })
+        Ok(Input {
+            paths,
+            next_path: 0,
+            reader: None,
+            columns: None,
+            projected: Vec::new(),
+            policy: spec.on_error,
+            rejects,
+            read: 0,
+            quiet: spec.quiet,
+        })
+    }
+
+    /// Like [`Input::open`], but Parquet inputs are read by `columns` only
+    /// (fields outside them read as absent; JSONL is read whole): for tools
+    /// that only look at records. A rejected record is still written whole.
+    pub fn open_projected(spec: &InputSpec, columns: &[&'static str]) -> Result<Input> {
+        let mut inp = Input::open(spec)?;
+        inp.columns = Some(columns.to_vec());
+        Ok(inp)
+    }
+
+    /// Opens the input and the output of a tool that reads the fields
+    /// `reads` and sets the fields `writes`. When the input is one Parquet
+    /// file with arl's columns and the output is Parquet, only `reads` are
+    /// decoded and the output's other columns come from the input
+    /// ([`PassThrough`]: copied undecoded where whole row groups keep their
+    /// rows); otherwise records are read and written whole.
+    pub fn open_columns(
+        spec: &InputSpec,
+        output: &OutputSpec,
+        reads: &[&'static str],
+        writes: &[&str],
+    ) -> Result<(Input, RecordWriter)> {
+        let mut inp = Input::open(spec)?;
+        if inp.paths.len() == 1 && output.format == Format::Parquet && !env_flag("ARL_NO_PASS_THROUGH") {
+            let rd = RecordReader::open_projected(&inp.paths[0], Some(reads))?;
+            if let Some(src) = rd.parquet_source().filter(|s| s.passes_through()).cloned() {
+                inp.next_path = 1;
+                inp.reader = Some(rd);
+                inp.columns = Some(reads.to_vec());
+                inp.projected.push(src.clone());
+                let pt = PassThrough::new(src, writes)?;
+                let out = match &output.path {
+                    Some(p) => RecordWriter::pass_through(Box::new(AtomicFile::create(p)?), pt)?,
+                    None => RecordWriter::pass_through(Box::new(crate::io::StdoutSink::new()), pt)?,
+                };
+                return Ok((inp, out));
+            }
+        }
+        let out = output.open()?;
+        Ok((inp, out))
     }
 
     /// The next batch of good records with their positions; `None` at the end.
@@ -312,7 +375,11 @@ impl Input {
                 }
                 let p = &self.paths[self.next_path];
                 self.next_path += 1;
-                self.reader = Some(RecordReader::open(p)?);
+                let rd = RecordReader::open_projected(p, self.columns.as_deref())?;
+                if rd.is_projected() {
+                    self.projected.extend(rd.parquet_source().cloned());
+                }
+                self.reader = Some(rd);
             }
             let rd = self.reader.as_mut().expect("set above");
             match rd.next_batch()? {
@@ -346,7 +413,16 @@ impl Input {
     /// missing): an error under `fail`, a reject under `skip`.
     pub fn reject(&mut self, pos: &Pos, rec: &Record, why: impl std::fmt::Display) -> Result<()> {
         match (&self.policy, &mut self.rejects) {
-            (OnError::Skip, Some(r)) => r.put_record(rec),
+            (OnError::Skip, Some(r)) => {
+                // A record from a projected read lacks the columns not read.
+                let src = rec.source_row.and_then(|row| {
+                    self.projected.iter().find(|s| s.name == pos.source).map(|s| (s.clone(), row))
+                });
+                match src {
+                    Some((s, row)) => r.put_record(&s.whole_record(row)?),
+                    None => r.put_record(rec),
+                }
+            }
             _ => Err(data(format!("{pos}: {why}"))),
         }
     }

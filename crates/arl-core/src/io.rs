@@ -8,20 +8,22 @@
 //!   name it, and a bad line is kept verbatim for a rejects file.
 //! * Writers stream too: JSONL writes each record as it comes; Parquet
 //!   buffers one row group. File outputs are atomic ([`AtomicFile`]).
-use crate::error::DataError;
 use crate::record::{FieldError, Record};
 use crate::schema;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
+use crate::columnar::{ParquetSource, PassThrough};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 
 /// On-disk / on-pipe format of a record stream.
@@ -46,7 +48,7 @@ pub const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
 /// Where a record came from: a source name and a 1-based line (JSONL) or 0-based row (Parquet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pos {
-    pub source: std::sync::Arc<str>,
+    pub source: Arc<str>,
     pub index: u64,
     pub is_row: bool,
 }
@@ -84,7 +86,7 @@ pub type Item = std::result::Result<(Pos, Record), BadRecord>;
 /// A source of records in either format.
 pub struct RecordReader {
     inner: Inner,
-    source: std::sync::Arc<str>,
+    source: Arc<str>,
     pending: std::collections::VecDeque<Item>,
 }
 
@@ -94,10 +96,11 @@ enum Inner {
         line: u64,
         done: bool,
     },
-    /// Row groups are decoded a few at a time, in parallel, in file order.
+    /// Row groups are decoded a few at a time, in parallel, in file order;
+    /// with a projection, only those columns.
     Parquet {
-        bytes: Bytes,
-        row_groups: Vec<(usize, u64)>,
+        src: Arc<ParquetSource>,
+        mask: Option<ProjectionMask>,
         next: usize,
     },
 }
@@ -105,20 +108,42 @@ enum Inner {
 /// Lines parsed per batch at most; larger batches are parsed in parallel.
 const JSONL_BATCH_LINES: usize = 1024;
 const PARALLEL_MIN_BYTES: usize = 256 * 1024;
-const PARQUET_BATCH_ROWS: usize = 1024;
 
 impl RecordReader {
     /// Opens a path, or stdin for `-`.
     pub fn open(path: &Path) -> Result<RecordReader> {
+        RecordReader::open_projected(path, None)
+    }
+
+    /// Opens a path (or stdin for `-`); a Parquet input is read by the named
+    /// columns only (`None`: all), its records carrying their
+    /// [`Record::source_row`] so that a [`crate::columnar::PassThrough`]
+    /// writer can add the others back. JSONL is always read whole.
+    pub fn open_projected(path: &Path, columns: Option<&[&str]>) -> Result<RecordReader> {
         if path == Path::new("-") {
-            return RecordReader::from_reader(Box::new(io::stdin()), "<stdin>");
+            return RecordReader::detect(Box::new(io::stdin()), "<stdin>", columns);
         }
-        let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
-        RecordReader::from_reader(Box::new(f), &path.display().to_string())
+        let mut f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+        let regular = f.metadata().is_ok_and(|m| m.is_file());
+        if regular {
+            let mut magic = [0u8; 4];
+            let n = f.read_at(&mut magic, 0).with_context(|| format!("cannot read `{}`", path.display()))?;
+            if n == 4 && &magic == PARQUET_MAGIC {
+                // Random access to the file: only the column chunks asked for are read.
+                let src = ParquetSource::from_file(path, f)?;
+                return Ok(RecordReader::parquet(Arc::new(src), columns));
+            }
+            f.seek(io::SeekFrom::Start(0)).with_context(|| format!("cannot read `{}`", path.display()))?;
+        }
+        RecordReader::detect(Box::new(f), &path.display().to_string(), columns)
     }
 
     /// Reads from any byte stream, detecting the format from its first bytes.
     pub fn from_reader(rd: Box<dyn Read + Send>, source: &str) -> Result<RecordReader> {
+        RecordReader::detect(rd, source, None)
+    }
+
+    fn detect(rd: Box<dyn Read + Send>, source: &str, columns: Option<&[&str]>) -> Result<RecordReader> {
         let mut br = BufReader::with_capacity(1 << 20, rd);
         let head = loop {
             match br.fill_buf() {
@@ -128,30 +153,36 @@ impl RecordReader {
             }
         };
         let is_parquet = head.len() >= 4 && &head[..4] == PARQUET_MAGIC;
-        let source: std::sync::Arc<str> = source.into();
         if !is_parquet {
             return Ok(RecordReader {
                 inner: Inner::Jsonl { rd: br, line: 0, done: false },
-                source,
+                source: source.into(),
                 pending: Default::default(),
             });
         }
         // Parquet needs random access to its footer: read the stream into memory.
         let mut buf = Vec::new();
         br.read_to_end(&mut buf).with_context(|| format!("cannot read `{source}`"))?;
-        let bytes = Bytes::from(buf);
-        let builder = parquet_guard(&source, || {
-            ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-                .with_context(|| DataError(format!("`{source}`: not a readable Parquet file")))
-        })?;
-        // (row group index, first row) for each row group.
-        let mut row_groups = Vec::new();
-        let mut first = 0u64;
-        for (i, rg) in builder.metadata().row_groups().iter().enumerate() {
-            row_groups.push((i, first));
-            first += rg.num_rows() as u64;
+        let src = ParquetSource::from_bytes(source, Bytes::from(buf))?;
+        Ok(RecordReader::parquet(Arc::new(src), columns))
+    }
+
+    fn parquet(src: Arc<ParquetSource>, columns: Option<&[&str]>) -> RecordReader {
+        let mask = columns.map(|c| src.projection(c));
+        RecordReader { source: src.name.clone(), inner: Inner::Parquet { src, mask, next: 0 }, pending: Default::default() }
+    }
+
+    /// The Parquet input, when this reads one.
+    pub fn parquet_source(&self) -> Option<&Arc<ParquetSource>> {
+        match &self.inner {
+            Inner::Parquet { src, .. } => Some(src),
+            Inner::Jsonl { .. } => None,
         }
-        Ok(RecordReader { inner: Inner::Parquet { bytes, row_groups, next: 0 }, source, pending: Default::default() })
+    }
+
+    /// Whether a projection is in force (records carry their source row).
+    pub fn is_projected(&self) -> bool {
+        matches!(&self.inner, Inner::Parquet { mask: Some(_), .. })
     }
 
     pub fn source(&self) -> &str {
@@ -224,16 +255,15 @@ impl RecordReader {
                 };
                 Ok(Some(items))
             }
-            Inner::Parquet { bytes, row_groups, next } => {
-                if *next >= row_groups.len() {
+            Inner::Parquet { src, mask, next } => {
+                if *next >= src.num_row_groups() {
                     return Ok(None);
                 }
-                let take = rayon::current_num_threads().clamp(1, 4).min(row_groups.len() - *next);
-                let todo = &row_groups[*next..*next + take];
+                let take = rayon::current_num_threads().clamp(1, 4).min(src.num_row_groups() - *next);
+                let todo: Vec<usize> = (*next..*next + take).collect();
                 *next += take;
-                let source = self.source.clone();
                 let parts: Vec<Result<Vec<Item>>> =
-                    todo.par_iter().map(|&(rg, first)| read_row_group(bytes, rg, first, &source)).collect();
+                    todo.par_iter().map(|&rg| read_row_group(src, rg, mask.as_ref())).collect();
                 let mut items = Vec::new();
                 for p in parts {
                     items.extend(p?);
@@ -244,56 +274,36 @@ impl RecordReader {
     }
 }
 
-/// Runs Parquet decoding with a panic in the decoder turned into an error:
-/// arrow/parquet assert on some corrupt files (found by fuzzing,
-/// fuzz/fuzz_targets/parquet_reader.rs), which would abort the whole tool.
-fn parquet_guard<T>(source: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    thread_local!(static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
-    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
-    // The panic becomes an error message: keep the default hook from also
-    // printing it (with a backtrace) for panics inside a guard.
-    QUIET_HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !GUARDED.with(|g| g.get()) {
-                previous(info);
-            }
-        }));
-    });
-    let was = GUARDED.with(|g| g.replace(true));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    GUARDED.with(|g| g.set(was));
-    match result {
-        Ok(r) => r,
-        Err(p) => {
-            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
-            Err(crate::error::data(format!(
-                "`{source}`: corrupt Parquet data (the decoder failed: {})",
-                msg.as_deref().unwrap_or("panic")
-            )))
-        }
-    }
-}
-
-/// Decodes one row group into items (rows numbered from `first`).
-fn read_row_group(bytes: &Bytes, rg: usize, first: u64, source: &std::sync::Arc<str>) -> Result<Vec<Item>> {
-    parquet_guard(source, || read_row_group_unguarded(bytes, rg, first, source))
-}
-
-fn read_row_group_unguarded(bytes: &Bytes, rg: usize, first: u64, source: &std::sync::Arc<str>) -> Result<Vec<Item>> {
-    let rd = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-        .and_then(|b| b.with_row_groups(vec![rg]).with_batch_size(PARQUET_BATCH_ROWS).build())
-        .with_context(|| DataError(format!("`{source}`: cannot read Parquet row group {rg}")))?;
-    let mut row = first;
+/// Decodes one row group into items (rows numbered from its first row).
+/// With a projection, each record carries its [`Record::source_row`], and a
+/// row that cannot be read is rendered whole for the rejects file.
+fn read_row_group(src: &ParquetSource, rg: usize, mask: Option<&ProjectionMask>) -> Result<Vec<Item>> {
+    let projected = mask.is_some();
+    let batches = src.read(rg, mask.cloned().unwrap_or_else(ProjectionMask::all))?;
+    let source = src.name.clone();
+    let mut row = src.row_group(rg).0;
     let mut items = Vec::new();
-    for batch in rd {
-        let batch = batch.with_context(|| DataError(format!("`{source}`: corrupt Parquet data near row {row}")))?;
-        let rows = schema::from_batch(&batch).map_err(|e| anyhow::anyhow!("`{source}`: {e}"))?;
+    for batch in batches {
+        let rows = schema::from_batch(&batch).map_err(|e| crate::error::data(format!("`{source}`: {e}")))?;
         for (i, r) in rows.into_iter().enumerate() {
-            let pos = Pos { source: source.clone(), index: row + i as u64, is_row: true };
+            let index = row + i as u64;
+            let pos = Pos { source: source.clone(), index, is_row: true };
             items.push(match r {
-                Ok(r) => Ok((pos, r)),
-                Err(error) => Err(BadRecord { pos, error, raw: row_json(&batch, i) }),
+                Ok(mut r) => {
+                    if projected {
+                        r.source_row = Some(index);
+                    }
+                    Ok((pos, r))
+                }
+                Err(error) => {
+                    let raw = if projected {
+                        let (b, i) = src.whole_row(index)?;
+                        row_json(&b, i)
+                    } else {
+                        row_json(&batch, i)
+                    };
+                    Err(BadRecord { pos, error, raw })
+                }
             });
         }
         row += batch.num_rows() as u64;
@@ -335,6 +345,8 @@ pub struct RecordWriter {
 enum WriterKind {
     Jsonl { out: Box<dyn Sink>, buf: Vec<u8>, flush_each: bool },
     Parquet { w: ParquetOut, rows: Vec<Record> },
+    /// Records from a projected read: see [`PassThrough`].
+    PassThrough { w: ParquetOut, pt: Box<PassThrough> },
 }
 
 /// The Parquet side of a [`RecordWriter`]: row groups are encoded (Arrow
@@ -359,21 +371,8 @@ impl ParquetOut {
     /// Encodes one row group's records into its column chunks (columns in parallel).
     fn encode(factory: &ArrowRowGroupWriterFactory, rg: usize, rows: &[Record]) -> Result<Vec<ArrowColumnChunk>> {
         let batch = schema::to_batch(rows);
-        let writers = factory.create_column_writers(rg)?;
-        let mut leaves = Vec::with_capacity(writers.len());
-        for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
-            leaves.extend(compute_leaves(field, col)?);
-        }
-        debug_assert_eq!(leaves.len(), writers.len());
-        writers
-            .into_par_iter()
-            .zip(leaves.into_par_iter())
-            .map(|(mut w, leaf)| {
-                w.write(&leaf)?;
-                w.close()
-            })
-            .collect::<parquet::errors::Result<Vec<_>>>()
-            .map_err(Into::into)
+        let all: Vec<usize> = (0..batch.num_columns()).collect();
+        Ok(crate::columnar::encode_columns(factory, rg, &batch, &all)?.into_iter().map(|(_, c)| c).collect())
     }
 
     /// Writes `rows` as row groups of [`PARQUET_ROW_GROUP`] (the last one may be short).
@@ -454,40 +453,32 @@ impl RecordWriter {
         let kind = match format {
             Format::Jsonl => WriterKind::Jsonl { out, buf: Vec::with_capacity(1 << 16), flush_each },
             Format::Parquet => {
-                let mut props = WriterProperties::builder()
-                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
-                    // Page-level statistics of per-token columns cost time and help no reader.
-                    .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
-                    .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP))
-                    .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
-                        schema::SCHEMA_VERSION_KEY.to_string(),
-                        schema::SCHEMA_VERSION.to_string(),
-                    )]));
-                // Per-token numbers are high-cardinality: a dictionary attempt is
-                // wasted work, and their min/max helps no reader's pruning.
-                for (name, kind) in crate::record::FIELDS {
-                    use crate::record::FieldKind as K;
-                    if matches!(kind, K::ListU32 | K::ListF32) {
-                        let path = parquet::schema::types::ColumnPath::from(vec![
-                            name.to_string(),
-                            "list".to_string(),
-                            "item".to_string(),
-                        ]);
-                        props = props
-                            .set_column_dictionary_enabled(path.clone(), false)
-                            .set_column_statistics_enabled(path, parquet::file::properties::EnabledStatistics::None);
-                    }
-                }
-                WriterKind::Parquet {
-                    w: ParquetOut::new(out, props.build())?,
-                    rows: Vec::with_capacity(PARQUET_ROW_GROUP),
-                }
+                WriterKind::Parquet { w: ParquetOut::new(out, parquet_props())?, rows: Vec::with_capacity(PARQUET_ROW_GROUP) }
             }
         };
         Ok(RecordWriter { kind, count: 0 })
     }
 
+    /// A Parquet writer for the records of a projected read of `pt`'s
+    /// source: the columns the tool did not read come from that source.
+    pub fn pass_through(out: Box<dyn Sink>, pt: PassThrough) -> Result<RecordWriter> {
+        let w = ParquetOut::new(out, parquet_props())?;
+        Ok(RecordWriter { kind: WriterKind::PassThrough { w, pt: Box::new(pt) }, count: 0 })
+    }
+
+    /// Row groups copied from the input without decoding, and rebuilt from
+    /// rows, by a pass-through writer.
+    pub fn pass_through_counts(&self) -> Option<(u64, u64)> {
+        match &self.kind {
+            WriterKind::PassThrough { pt, .. } => Some((pt.copied_row_groups, pt.rebuilt_row_groups)),
+            _ => None,
+        }
+    }
+
     pub fn write(&mut self, r: &Record) -> Result<()> {
+        if let WriterKind::PassThrough { .. } = self.kind {
+            return self.write_owned(r.clone());
+        }
         self.count += 1;
         match &mut self.kind {
             WriterKind::Jsonl { out, buf, flush_each } => {
@@ -506,6 +497,7 @@ impl RecordWriter {
                     rows.clear();
                 }
             }
+            WriterKind::PassThrough { .. } => unreachable!("handled above"),
         }
         Ok(())
     }
@@ -521,6 +513,11 @@ impl RecordWriter {
                     rows.clear();
                 }
                 Ok(())
+            }
+            WriterKind::PassThrough { w, pt } => {
+                self.count += 1;
+                pt.push(r)?;
+                pt.write(&mut w.file, &w.factory, &mut w.next_rg, false)
             }
             _ => self.write(&r),
         }
@@ -560,6 +557,13 @@ impl RecordWriter {
                 }
                 Ok(())
             }
+            WriterKind::PassThrough { w, pt } => {
+                self.count += recs.len() as u64;
+                for r in recs {
+                    pt.push(r)?;
+                }
+                pt.write(&mut w.file, &w.factory, &mut w.next_rg, false)
+            }
             _ => {
                 for r in recs {
                     self.write_owned(r)?;
@@ -572,7 +576,7 @@ impl RecordWriter {
     pub fn flush(&mut self) -> Result<()> {
         match &mut self.kind {
             WriterKind::Jsonl { out, .. } => out.flush()?,
-            WriterKind::Parquet { .. } => {}
+            WriterKind::Parquet { .. } | WriterKind::PassThrough { .. } => {}
         }
         Ok(())
     }
@@ -592,9 +596,43 @@ impl RecordWriter {
                 }
                 w.into_inner()?
             }
+            WriterKind::PassThrough { mut w, mut pt } => {
+                pt.write(&mut w.file, &w.factory, &mut w.next_rg, true)?;
+                w.into_inner()?
+            }
         };
         out.commit()
     }
+}
+
+/// How arl writes Parquet: zstd level 1, row groups of [`PARQUET_ROW_GROUP`]
+/// rows, the schema version in the key-value metadata, chunk statistics only.
+fn parquet_props() -> WriterProperties {
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
+        // Page-level statistics of per-token columns cost time and help no reader.
+        .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
+        .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP))
+        .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
+            schema::SCHEMA_VERSION_KEY.to_string(),
+            schema::SCHEMA_VERSION.to_string(),
+        )]));
+    // Per-token numbers are high-cardinality: a dictionary attempt is
+    // wasted work, and their min/max helps no reader's pruning.
+    for (name, kind) in crate::record::FIELDS {
+        use crate::record::FieldKind as K;
+        if matches!(kind, K::ListU32 | K::ListF32) {
+            let path = parquet::schema::types::ColumnPath::from(vec![
+                name.to_string(),
+                "list".to_string(),
+                "item".to_string(),
+            ]);
+            props = props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_statistics_enabled(path, parquet::file::properties::EnabledStatistics::None);
+        }
+    }
+    props.build()
 }
 
 /// A file that appears whole or not at all: written under a temporary name in
@@ -608,7 +646,15 @@ pub struct AtomicFile {
     dest: PathBuf,
     file: BufWriter<File>,
     committed: bool,
+    /// Bytes handed to the file, and how far write-back has been started.
+    written: u64,
+    kicked: u64,
 }
+
+/// Write-back of a large output is started every this many bytes, so that
+/// the disk writes while the tool computes and the final fsync has little
+/// left to wait for.
+const WRITEBACK_EVERY: u64 = 32 << 20;
 
 impl AtomicFile {
     pub fn create(dest: &Path) -> Result<AtomicFile> {
@@ -623,6 +669,8 @@ impl AtomicFile {
                     dest: dest.to_path_buf(),
                     file: BufWriter::with_capacity(1 << 16, f),
                     committed: false,
+                    written: 0,
+                    kicked: 0,
                 });
             }
         }
@@ -634,7 +682,14 @@ impl AtomicFile {
         remove_stale_temps(&dir, &format!(".{}.tmp.", name.to_string_lossy()));
         let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
         let f = File::create(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
-        Ok(AtomicFile { tmp, dest: dest.to_path_buf(), file: BufWriter::with_capacity(1 << 20, f), committed: false })
+        Ok(AtomicFile {
+            tmp,
+            dest: dest.to_path_buf(),
+            file: BufWriter::with_capacity(1 << 20, f),
+            committed: false,
+            written: 0,
+            kicked: 0,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -665,7 +720,27 @@ impl AtomicFile {
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.write(buf)
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if !self.tmp.as_os_str().is_empty() && self.written - self.kicked >= WRITEBACK_EVERY {
+            // What reached the file (not what the buffer still holds).
+            let upto = self.written - self.file.buffer().len() as u64;
+            if upto > self.kicked {
+                use std::os::fd::AsRawFd;
+                // SAFETY: a valid descriptor and range; this only starts
+                // write-back (it neither waits nor changes the file).
+                unsafe {
+                    libc::sync_file_range(
+                        self.file.get_ref().as_raw_fd(),
+                        self.kicked as libc::off64_t,
+                        (upto - self.kicked) as libc::off64_t,
+                        libc::SYNC_FILE_RANGE_WRITE,
+                    );
+                }
+                self.kicked = upto;
+            }
+        }
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()

@@ -1,11 +1,12 @@
 //! The core of arl shared by every tool: the trajectory record (`record`) and
-//! its Arrow schema (`schema`), JSONL/Parquet I/O (`io`), the conventions of
+//! its Arrow schema (`schema`), JSONL/Parquet I/O (`io`) and Parquet read and written by columns (`columnar`), the conventions of
 //! every binary (`cli`, `error`) and the flags they share (`args`), prompt datasets (`dataset`), groups by `prompt_id`
 //! (`group`), model directories (`model_dir`), streaming statistics (`stats`), the seeded PRNG (`rng`), man
 //! pages and completions (`docs`) and the process-wide allocator (`alloc`).
 pub mod alloc;
 pub mod args;
 pub mod cli;
+pub mod columnar;
 pub mod dataset;
 pub mod docs;
 pub mod error;

@@ -79,6 +79,10 @@ pub struct Record {
     pub messages: Option<Value>,
     /// Fields arl does not own, kept in input order and written back unchanged.
     pub extra: Map<String, Value>,
+    /// Not part of the record: the Parquet row it was read from, set only by
+    /// a projected read (`RecordReader::open_projected`), so that a
+    /// pass-through writer can add back the columns that were not read.
+    pub source_row: Option<u64>,
 }
 
 /// The kind of value a known field holds; used for error messages and the schema.

@@ -106,6 +106,20 @@ impl Stats {
         }
     }
 
+    /// The fields [`Stats::push`] reads (a breakdown's field comes on top).
+    pub const READS: &'static [&'static str] = &[
+        "data_source",
+        "status",
+        "reward",
+        "reward_detail",
+        "tokens",
+        "prompt_len",
+        "loss_mask",
+        "turns",
+        "tool_calls",
+        "prompt_id",
+    ];
+
     /// Adds a breakdown by `field`: a top-level record field (`status`,
     /// `finish_reason`, …) or a path into `metadata` (`metadata.kind`).
     pub fn by(mut self, field: &str) -> Stats {

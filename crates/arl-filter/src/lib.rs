@@ -34,6 +34,28 @@ impl Rules {
         self.zero_std.is_some() || self.group_size.is_some() || self.keep_groups.is_some()
     }
 
+    /// The fields these rules read (the only columns decoded from a Parquet
+    /// input; the others pass through).
+    pub fn reads(&self) -> Vec<&'static str> {
+        let mut f = Vec::new();
+        if self.zero_std.is_some() {
+            f.push("reward");
+        }
+        if !self.drop_status.is_empty() {
+            f.push("status");
+        }
+        if self.min_len.is_some() || self.max_len.is_some() {
+            f.extend(["tokens", "prompt_len", "loss_mask"]);
+        }
+        if self.staleness.is_some() {
+            f.push("weight_versions");
+        }
+        if self.grouped() {
+            f.push("prompt_id");
+        }
+        f
+    }
+
     /// Why a record cannot be judged (a field a filter needs is missing or malformed).
     pub fn check(&self, r: &Record) -> Option<String> {
         if self.zero_std.is_some() {

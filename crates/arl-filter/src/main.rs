@@ -158,8 +158,7 @@ fn judge(rules: &Rules, tally: &mut Tally, g: Group) -> Vec<Record> {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let rules = a.rules()?;
-    let mut inp = cli::Input::open(&a.input.spec()?)?;
-    let mut out = a.output.spec().open()?;
+    let (mut inp, mut out) = cli::Input::open_columns(&a.input.spec()?, &a.output.spec(), &rules.reads(), &[])?;
     let mut tally = Tally::default();
     let pb = cli::progress(a.input.quiet, None, "records");
     let grouped = rules.grouped();

@@ -131,7 +131,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn stats(a: StatsArgs) -> Result<ExitCode> {
-    let mut inp = cli::Input::open(&a.input.spec()?)?;
+    // Parquet is read by the columns the summary uses (and those `--by` names).
+    let mut columns = Stats::READS.to_vec();
+    for f in &a.by {
+        let top = f.split('.').next().unwrap_or(f);
+        match arl_core::record::FIELDS.iter().find(|(n, _)| *n == top) {
+            Some((n, _)) => columns.push(n),
+            // Fields arl does not know travel in `_extra`.
+            None => columns.push(arl_core::schema::EXTRA_COLUMN),
+        }
+    }
+    let mut inp = cli::Input::open_projected(&a.input.spec()?, &columns)?;
     let mut st = a.by.iter().fold(Stats::new(a.pass_threshold), |st, f| st.by(f));
     let pb = cli::progress(a.input.quiet, None, "records");
     while let Some(batch) = inp.next_batch()? {

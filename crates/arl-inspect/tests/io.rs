@@ -47,6 +47,7 @@ fn make_records(n: usize, seed: u64, max_resp: usize) -> Vec<Record> {
                 metadata: Some(serde_json::from_value(json!({"difficulty": i % 5, "env": "calc"})).unwrap()),
                 messages: None,
                 extra: Default::default(),
+                source_row: None,
             };
             r.extra.insert("custom_score".into(), json!(rng.f64()));
             r.extra.insert("tags".into(), json!(["a", {"nested": [1, 2, null]}]));

@@ -113,6 +113,27 @@ pub struct Spec {
     pub format: Option<FormatBonus>,
 }
 
+impl Rm {
+    /// The fields this reward reads, for the rewards that read a fixed set
+    /// (the rule rewards and the code tests); `None` for those that may read
+    /// any field (remote, sql, api, game, web).
+    pub fn reads(&self) -> Option<Vec<&'static str>> {
+        Some(match self {
+            Rm::Math(_) => vec!["response", "label", "prompt"],
+            Rm::Exact | Rm::F1 | Rm::Code(_) => vec!["response", "label"],
+            Rm::Regex { .. } => vec!["response"],
+            Rm::Auto { map, default } => {
+                let mut f = vec!["data_source"];
+                for rm in map.values().chain(default.iter()) {
+                    f.extend(rm.reads()?);
+                }
+                f
+            }
+            Rm::Remote(_) | Rm::Sql(_) | Rm::Api(_) | Rm::Game(_) | Rm::Web(_) => return None,
+        })
+    }
+}
+
 impl Spec {
     pub fn new(rm: Rm) -> Spec {
         Spec { rm, sandbox: None, overlong: None, format: None }
@@ -224,6 +245,23 @@ fn leaf_name<'a>(rm: &'a Rm, r: &Record) -> &'a str {
         }
         x => x.name(),
     }
+}
+
+/// The fields scoring with `spec` reads (reward and shaping; `prompt_id` and
+/// `sample_index` name records in messages), or `None` when the reward may
+/// read any field.
+pub fn reads(spec: &Spec) -> Option<Vec<&'static str>> {
+    let mut f = spec.rm.reads()?;
+    f.extend(["prompt_id", "sample_index", "metadata", "tool_calls"]);
+    if spec.format.is_some() {
+        f.push("response");
+    }
+    if spec.overlong.is_some() {
+        f.extend(["tokens", "prompt_len"]);
+    }
+    f.sort_unstable();
+    f.dedup();
+    Some(f)
 }
 
 /// Scores one record: the base reward plus shaping. `reward_detail` always

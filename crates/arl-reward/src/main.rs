@@ -551,8 +551,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
         )));
     }
     let spec = build_spec(&a)?;
-    let mut inp = cli::Input::open(&a.input.spec()?)?;
-    let mut out = a.output.spec().open()?;
+    // A reward that reads a known set of fields decodes only those from
+    // Parquet; the output's other columns pass through.
+    let (mut inp, mut out) = match spec.as_ref().and_then(reward::reads) {
+        Some(reads) => {
+            cli::Input::open_columns(&a.input.spec()?, &a.output.spec(), &reads, &["reward", "reward_detail"])?
+        }
+        None => (cli::Input::open(&a.input.spec()?)?, a.output.spec().open()?),
+    };
     let pb = cli::progress(a.input.quiet, None, "records");
     let mut scored = 0u64;
     let mut sum = 0f64;
