@@ -244,5 +244,5 @@ fn stats_read_only_their_columns_and_agree_with_jsonl() {
     let p = run_in(d.path(), "arl-inspect", &["stats", "--json", "--by", "metadata.difficulty", "-i", "in.parquet"], b"").ok();
     assert_eq!(j.stdout_str(), p.stdout_str());
     let by_run = run_in(d.path(), "arl-inspect", &["stats", "--json", "--by", "run", "-i", "in.parquet"], b"").ok();
-    assert!(by_run.stdout_str().contains("\"id\""), "an unknown field is read from `_extra`: {}", by_run.stdout_str());
+    assert!(by_run.stdout_str().contains(r#"{\"id\":"#), "an unknown field is read from `_extra`: {}", by_run.stdout_str());
 }
