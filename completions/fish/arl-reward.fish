@@ -88,6 +88,7 @@ complete -c arl-reward -s o -l output -d 'Output file, written atomically (tempo
 complete -c arl-reward -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
 parquet\t''"
 complete -c arl-reward -l explain -d 'Print to stderr, per record, a short account of why it got its reward'
+complete -c arl-reward -l timings -d 'Print the time spent reading, scoring and writing on stderr'
 complete -c arl-reward -l by-group -d 'cmd: send one group (records sharing `prompt_id`) per line as a JSON array; the program answers one JSON array of rewards per group'
 complete -c arl-reward -l judge-swap -d 'arena, `--judge model`: ask both orders (A/B and B/A); a verdict that flips is a tie'
 complete -c arl-reward -l judge-strict -d 'arena: a judge error fails the run instead of counting as a tie'

@@ -7,7 +7,8 @@
 # seconds and response tokens/s; arl's also on one core, RAYON_NUM_THREADS=1),
 # arl's read/compute/write split, each speed-up (baseline time / arl time, > 1
 # means arl is faster), and the largest difference between arl's and numpy's
-# advantages/returns.
+# advantages/returns. The input is a file written by arl (see below); the
+# Python baselines read and write every column, as they must.
 #
 # The slime-style GAE loops in Python over every token (~15 ms per 512-token
 # sample here), so it runs on the first SLIME_N records and its time is scaled
@@ -28,7 +29,10 @@ ARL=target/release/arl-advantage
 W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-adv.XXXXXX"); trap 'rm -rf "$W"' EXIT
 target/release/arl-inspect convert -q -i testdata/sample-trajectories.jsonl -o "$W/template.parquet"
 echo "generating $N trajectories × $RESP response tokens (Parquet) ..." >&2
-"$PY" scripts/bench/py/advantage_gen.py "$N" "$RESP" "$W/template.parquet" "$W/in.parquet"
+"$PY" scripts/bench/py/advantage_gen.py "$N" "$RESP" "$W/template.parquet" "$W/gen.parquet"
+# Written again by arl, as arl-rollout writes trajectories: arl-advantage then
+# decodes only the columns it reads and copies the others undecoded.
+target/release/arl-inspect convert -q -i "$W/gen.parquet" -o "$W/in.parquet"; rm "$W/gen.parquet"
 "$PY" scripts/bench/py/advantage_gen.py "$SLIME_N" "$RESP" "$W/template.parquet" "$W/small.parquet"
 TOKENS=$((N * RESP))
 

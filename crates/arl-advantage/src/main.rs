@@ -49,6 +49,18 @@ pub const TOOL: &str = "arl-advantage";
 /// the group estimators; `rollout_log_probs` and `ref_log_probs` when
 /// `--kl-coef` is not 0; `values` for gae. A record without one of them is a
 /// bad record (see `--on-error`).
+///
+/// Parquet by columns: when the input is one Parquet file with arl's columns
+/// (as arl writes it) and the output is Parquet, only the fields above are
+/// decoded; every other column reaches the output undecoded (its encoded
+/// chunks copied, for row groups that keep all their rows in order) or as
+/// Arrow arrays (row groups that lose or reorder rows), and `advantages` and
+/// `returns` are encoded alongside. The output equals the record path's.
+/// Not checked on that path, because never read: `loss_mask` against
+/// `len(tokens) - prompt_len`, and the lengths of the input's old
+/// `advantages`/`returns` (replaced anyway); a corrupt column chunk that is
+/// not read is copied as it is and fails its first reader (Parquet pages
+/// carry no checksum). `ARL_NO_PASS_THROUGH=1` reads and writes whole records.
 #[derive(Debug, Parser)]
 #[command(name = "arl-advantage", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {

@@ -3,10 +3,9 @@
 //! and the bad-record policy (`--on-error`, `--rejects`).
 //!
 //! A binary is `fn main() -> ExitCode { cli::main::<Args>("arl-x", run) }`.
-pub use crate::error::{data, hint, usage, DataError, Hinted, UsageError};
 use crate::columnar::{ParquetSource, PassThrough};
+pub use crate::error::{data, hint, usage, DataError, Hinted, UsageError};
 use crate::io::{AtomicFile, BadRecord, Format, Pos, RecordReader, RecordWriter};
-use std::sync::Arc;
 use crate::record::Record;
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
@@ -14,6 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Exit codes, the same for every binary.
 pub mod exit {
@@ -415,9 +415,9 @@ impl Input {
         match (&self.policy, &mut self.rejects) {
             (OnError::Skip, Some(r)) => {
                 // A record from a projected read lacks the columns not read.
-                let src = rec.source_row.and_then(|row| {
-                    self.projected.iter().find(|s| s.name == pos.source).map(|s| (s.clone(), row))
-                });
+                let src = rec
+                    .source_row
+                    .and_then(|row| self.projected.iter().find(|s| s.name == pos.source).map(|s| (s.clone(), row)));
                 match src {
                     Some((s, row)) => r.put_record(&s.whole_record(row)?),
                     None => r.put_record(rec),

@@ -42,6 +42,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+/// Rows per Parquet row group written (and per Arrow batch written).
+pub const PARQUET_ROW_GROUP: usize = 4096;
+
 /// Rows per Arrow batch when decoding.
 const BATCH_ROWS: usize = 1024;
 
@@ -199,8 +202,14 @@ impl ParquetSource {
     /// The projection onto the named top-level columns the file has (names it
     /// lacks are left out: those fields read as absent).
     pub fn projection(&self, names: &[&str]) -> ProjectionMask {
-        let idx: Vec<usize> =
-            self.schema().fields().iter().enumerate().filter(|(_, f)| names.contains(&f.name().as_str())).map(|(i, _)| i).collect();
+        let idx: Vec<usize> = self
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| names.contains(&f.name().as_str()))
+            .map(|(i, _)| i)
+            .collect();
         ProjectionMask::roots(self.meta.parquet_schema(), idx)
     }
 
@@ -221,7 +230,8 @@ impl ParquetSource {
             let mut row = self.row_groups[rg].0;
             let mut out = Vec::new();
             for b in rd {
-                let b = b.with_context(|| DataError(format!("`{}`: corrupt Parquet data near row {row}", self.name)))?;
+                let b =
+                    b.with_context(|| DataError(format!("`{}`: corrupt Parquet data near row {row}", self.name)))?;
                 row += b.num_rows() as u64;
                 out.push(b);
             }
@@ -410,20 +420,24 @@ impl PassThrough {
 
     /// Queues a record (read by a projected read of this writer's source).
     pub fn push(&mut self, r: Record) -> Result<()> {
-        anyhow::ensure!(r.source_row.is_some(), "internal: a record without its source row reached a pass-through writer");
+        anyhow::ensure!(
+            r.source_row.is_some(),
+            "internal: a record without its source row reached a pass-through writer"
+        );
         self.pending.push_back(r);
         Ok(())
     }
 
     /// The row groups ready to be written: records are held until they make
     /// up a whole input row group (copied), or until it is clear that they
-    /// cannot (written by rows, at most `crate::io::PARQUET_ROW_GROUP` per
+    /// cannot (written by rows, at most `PARQUET_ROW_GROUP` per
     /// row group). `last`: the input has ended; write everything.
     fn ready(&mut self, last: bool) -> Vec<Out> {
         let mut out = Vec::new();
         while let Some(front) = self.pending.front() {
             let row = front.source_row.expect("checked on push");
-            let is_start = |src: &ParquetSource, row: u64| src.row_group_of(row).is_some_and(|g| src.row_group(g).0 == row);
+            let is_start =
+                |src: &ParquetSource, row: u64| src.row_group_of(row).is_some_and(|g| src.row_group(g).0 == row);
             if let Some(g) = self.src.row_group_of(row) {
                 let (first, n) = self.src.row_group(g);
                 if row == first {
@@ -446,12 +460,12 @@ impl PassThrough {
             // Rows: up to the next row that starts a row group (which may be copied whole).
             let mut k = 1;
             while k < self.pending.len()
-                && k < crate::io::PARQUET_ROW_GROUP
+                && k < PARQUET_ROW_GROUP
                 && !self.pending[k].source_row.is_some_and(|r| is_start(&self.src, r))
             {
                 k += 1;
             }
-            if k == self.pending.len() && k < crate::io::PARQUET_ROW_GROUP && !last {
+            if k == self.pending.len() && k < PARQUET_ROW_GROUP && !last {
                 break;
             }
             out.push(Out::Rows(self.pending.drain(..k).collect()));

@@ -8,14 +8,14 @@
 //!   name it, and a bad line is kept verbatim for a rejects file.
 //! * Writers stream too: JSONL writes each record as it comes; Parquet
 //!   buffers one row group. File outputs are atomic ([`AtomicFile`]).
+use crate::columnar::{ParquetSource, PassThrough};
 use crate::record::{FieldError, Record};
 use crate::schema;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use crate::columnar::{ParquetSource, PassThrough};
-use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::ProjectionMask;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
@@ -23,8 +23,8 @@ use rayon::prelude::*;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// On-disk / on-pipe format of a record stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -169,7 +169,11 @@ impl RecordReader {
 
     fn parquet(src: Arc<ParquetSource>, columns: Option<&[&str]>) -> RecordReader {
         let mask = columns.map(|c| src.projection(c));
-        RecordReader { source: src.name.clone(), inner: Inner::Parquet { src, mask, next: 0 }, pending: Default::default() }
+        RecordReader {
+            source: src.name.clone(),
+            inner: Inner::Parquet { src, mask, next: 0 },
+            pending: Default::default(),
+        }
     }
 
     /// The Parquet input, when this reads one.
@@ -343,10 +347,20 @@ pub struct RecordWriter {
 }
 
 enum WriterKind {
-    Jsonl { out: Box<dyn Sink>, buf: Vec<u8>, flush_each: bool },
-    Parquet { w: ParquetOut, rows: Vec<Record> },
+    Jsonl {
+        out: Box<dyn Sink>,
+        buf: Vec<u8>,
+        flush_each: bool,
+    },
+    Parquet {
+        w: ParquetOut,
+        rows: Vec<Record>,
+    },
     /// Records from a projected read: see [`PassThrough`].
-    PassThrough { w: ParquetOut, pt: Box<PassThrough> },
+    PassThrough {
+        w: ParquetOut,
+        pt: Box<PassThrough>,
+    },
 }
 
 /// The Parquet side of a [`RecordWriter`]: row groups are encoded (Arrow
@@ -443,8 +457,7 @@ impl Sink for Vec<u8> {
     }
 }
 
-/// Rows per Parquet row group (and per Arrow batch written).
-pub const PARQUET_ROW_GROUP: usize = 4096;
+pub use crate::columnar::PARQUET_ROW_GROUP;
 
 impl RecordWriter {
     /// Wraps a byte stream. `flush_each` flushes after every record (for pipes,
@@ -452,9 +465,10 @@ impl RecordWriter {
     pub fn new(out: Box<dyn Sink>, format: Format, flush_each: bool) -> Result<RecordWriter> {
         let kind = match format {
             Format::Jsonl => WriterKind::Jsonl { out, buf: Vec::with_capacity(1 << 16), flush_each },
-            Format::Parquet => {
-                WriterKind::Parquet { w: ParquetOut::new(out, parquet_props())?, rows: Vec::with_capacity(PARQUET_ROW_GROUP) }
-            }
+            Format::Parquet => WriterKind::Parquet {
+                w: ParquetOut::new(out, parquet_props())?,
+                rows: Vec::with_capacity(PARQUET_ROW_GROUP),
+            },
         };
         Ok(RecordWriter { kind, count: 0 })
     }

@@ -40,6 +40,17 @@ pub const TOOL: &str = "arl-filter";
 /// The summary on stderr (unless `--quiet`) and in `--stats-json` counts
 /// records read = kept + dropped + rejected (bad records), and groups
 /// in = kept + dropped, with each reason's records and groups.
+///
+/// Parquet by columns: when the input is one Parquet file with arl's columns
+/// and the output is Parquet, only the fields the filters read are decoded
+/// (`reward` for --drop-zero-std, `status`, `tokens`/`prompt_len`/`loss_mask`
+/// for the length filters, `weight_versions` for staleness, `prompt_id` for
+/// groups); a row group that keeps all its rows is copied undecoded, one that
+/// loses rows is decoded and filtered as Arrow arrays. The output equals the
+/// record path's. Fields not read are not checked (e.g. per-token lists
+/// against `tokens` when no length filter is on); a corrupt column chunk
+/// that is copied undecoded fails its first reader. `ARL_NO_PASS_THROUGH=1`
+/// reads and writes whole records.
 #[derive(Debug, Parser)]
 #[command(name = "arl-filter", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {

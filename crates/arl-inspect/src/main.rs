@@ -46,6 +46,12 @@ pub enum Cmd {
 /// is `reward_detail.score` (the verifier's verdict before shaping: format
 /// bonus, tool-call cost, overlong penalty) when present, else `reward`. Response lengths are
 /// in tokens (`len(tokens) - prompt_len`), percentiles by nearest rank.
+///
+/// Parquet is read by the columns the summary uses (`data_source`, `status`,
+/// `reward`, `reward_detail`, `tokens`, `prompt_len`, `loss_mask`, `turns`,
+/// `tool_calls`, `prompt_id`, and the field a `--by` names), row group by
+/// row group: memory is bounded by a row group, not the file. Other columns
+/// are neither read nor checked.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXIT_CODES_HELP)]
 pub struct StatsArgs {

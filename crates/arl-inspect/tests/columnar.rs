@@ -126,10 +126,18 @@ fn every_data_tool_gives_the_same_records_from_jsonl_and_parquet() {
         .ok();
         run_in(d.path(), "arl-advantage", &["-q", "-i", &format!("{name}.parquet"), "-o", "pt.parquet"], b"").ok();
         for f in ["rec", "pt"] {
-            run_in(d.path(), "arl-inspect", &["convert", "-q", "-i", &format!("{f}.parquet"), "-o", &format!("{f}.jsonl")], b"")
-                .ok();
+            run_in(
+                d.path(),
+                "arl-inspect",
+                &["convert", "-q", "-i", &format!("{f}.parquet"), "-o", &format!("{f}.jsonl")],
+                b"",
+            )
+            .ok();
         }
-        assert_eq!(std::fs::read(d.path().join("rec.jsonl")).unwrap(), std::fs::read(d.path().join("pt.jsonl")).unwrap());
+        assert_eq!(
+            std::fs::read(d.path().join("rec.jsonl")).unwrap(),
+            std::fs::read(d.path().join("pt.jsonl")).unwrap()
+        );
     }
 }
 
@@ -138,7 +146,8 @@ fn columns_a_tool_never_reads_are_copied_undecoded_with_the_schema_metadata() {
     let d = tmpdir();
     inputs(d.path(), "in", &records(false));
     run_in(d.path(), "arl-advantage", &["-q", "-i", "in.parquet", "-o", "out.parquet"], b"").ok();
-    let open = |f: &str| ParquetSource::from_file(&d.path().join(f), std::fs::File::open(d.path().join(f)).unwrap()).unwrap();
+    let open =
+        |f: &str| ParquetSource::from_file(&d.path().join(f), std::fs::File::open(d.path().join(f)).unwrap()).unwrap();
     let (inp, out) = (open("in.parquet"), open("out.parquet"));
     assert_eq!(out.num_row_groups(), 3);
     for rg in 0..3 {
@@ -150,7 +159,10 @@ fn columns_a_tool_never_reads_are_copied_undecoded_with_the_schema_metadata() {
                 "row group {rg}, column {col}: not copied as it was"
             );
         }
-        assert_ne!(inp.column_chunk_bytes(rg, "advantages").unwrap(), out.column_chunk_bytes(rg, "advantages").unwrap());
+        assert_ne!(
+            inp.column_chunk_bytes(rg, "advantages").unwrap(),
+            out.column_chunk_bytes(rg, "advantages").unwrap()
+        );
     }
     assert!(out.passes_through(), "the output has arl's columns");
     assert_eq!(out.key_value(arl_core::schema::SCHEMA_VERSION_KEY).as_deref(), Some(arl_core::schema::SCHEMA_VERSION));
@@ -240,9 +252,16 @@ fn a_corrupt_chunk_the_tool_never_reads_fails_the_outputs_reader() {
 fn stats_read_only_their_columns_and_agree_with_jsonl() {
     let d = tmpdir();
     inputs(d.path(), "in", &records(true));
-    let j = run_in(d.path(), "arl-inspect", &["stats", "--json", "--by", "metadata.difficulty", "-i", "in.jsonl"], b"").ok();
-    let p = run_in(d.path(), "arl-inspect", &["stats", "--json", "--by", "metadata.difficulty", "-i", "in.parquet"], b"").ok();
+    let j = run_in(d.path(), "arl-inspect", &["stats", "--json", "--by", "metadata.difficulty", "-i", "in.jsonl"], b"")
+        .ok();
+    let p =
+        run_in(d.path(), "arl-inspect", &["stats", "--json", "--by", "metadata.difficulty", "-i", "in.parquet"], b"")
+            .ok();
     assert_eq!(j.stdout_str(), p.stdout_str());
     let by_run = run_in(d.path(), "arl-inspect", &["stats", "--json", "--by", "run", "-i", "in.parquet"], b"").ok();
-    assert!(by_run.stdout_str().contains(r#"{\"id\":"#), "an unknown field is read from `_extra`: {}", by_run.stdout_str());
+    assert!(
+        by_run.stdout_str().contains(r#"{\"id\":"#),
+        "an unknown field is read from `_extra`: {}",
+        by_run.stdout_str()
+    );
 }

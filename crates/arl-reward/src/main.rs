@@ -13,7 +13,7 @@ use clap::{Parser, ValueEnum};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const TOOL: &str = "arl-reward";
 
@@ -99,6 +99,15 @@ pub enum RmName {
 /// better), `model` (`--judge-url`, an OpenAI-style `/v1/chat/completions`
 /// server asked to end its reply with `[[A]]`, `[[B]]` or `[[tie]]`; the last
 /// marker counts; `--judge-swap` asks both orders and calls a flip a tie).
+///
+/// Parquet by columns: with a reward that reads a known set of fields (math,
+/// exact, f1, regex, code, and auto over them), when the input is one Parquet
+/// file with arl's columns and the output is Parquet, only those fields (and
+/// the shaping's: `metadata`, `tool_calls`, `tokens`/`prompt_len` for
+/// --max-response-len) are decoded; the other columns are copied into the
+/// output undecoded, and `reward`/`reward_detail` encoded alongside. Fields
+/// not read are not checked; a corrupt column chunk copied undecoded fails
+/// its first reader. `ARL_NO_PASS_THROUGH=1` reads and writes whole records.
 #[derive(Debug, Parser)]
 #[command(name = "arl-reward", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
@@ -118,6 +127,10 @@ pub struct Args {
     /// Print to stderr, per record, a short account of why it got its reward
     #[arg(long, help_heading = "Reward")]
     pub explain: bool,
+
+    /// Print the time spent reading, scoring and writing on stderr
+    #[arg(long)]
+    pub timings: bool,
 
     /// math: relative tolerance for numbers (0 = exact comparison of rationals)
     #[arg(long, default_value_t = 0.0, value_name = "TOL", help_heading = "math")]
@@ -585,14 +598,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         out.flush()
     };
+    let (mut t_read, mut t_score, mut t_write) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     match &spec {
-        Some(spec) => {
-            while let Some(batch) = inp.next_batch()? {
-                let recs: Vec<Record> = batch.iter().map(|(_, r)| r.clone()).collect();
-                let res = score_batch(spec, &recs, a.concurrency);
-                emit(&mut inp, &mut out, batch, res)?;
-            }
-        }
+        Some(spec) => loop {
+            let t = Instant::now();
+            let Some(batch) = inp.next_batch()? else { break };
+            let recs: Vec<Record> = batch.iter().map(|(_, r)| r.clone()).collect();
+            let t1 = Instant::now();
+            let res = score_batch(spec, &recs, a.concurrency);
+            let t2 = Instant::now();
+            emit(&mut inp, &mut out, batch, res)?;
+            (t_read, t_score, t_write) = (t_read + (t1 - t), t_score + (t2 - t1), t_write + t2.elapsed());
+        },
         None if a.rm == RmName::Arena => {
             let mut judge = build_judge(&a)?;
             let batch = inp.read_all()?;
@@ -625,7 +642,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     pb.finish_and_clear();
     let written = out.count();
+    let t = Instant::now();
     out.finish().context("writing output")?;
+    t_write += t.elapsed();
+    if a.timings {
+        eprintln!(
+            "{TOOL}: timings: read {:.3} s, score {:.3} s ({} threads), write {:.3} s",
+            t_read.as_secs_f64(),
+            t_score.as_secs_f64(),
+            rayon::current_num_threads(),
+            t_write.as_secs_f64()
+        );
+    }
     if !a.input.quiet && scored > 0 && a.explain {
         eprintln!("{TOOL}: {scored} records scored, mean reward {:.4}", sum / scored as f64);
     }

@@ -2,14 +2,29 @@
 Parquet with arl's own schema (taken from TEMPLATE, a small file written by
 arl): groups of 8 per prompt_id, a ~128-token prompt, RESP response tokens
 with ~15% tool tokens (loss_mask 0), rollout/ref log-probs, critic values and
-a 0/1 reward. Deterministic (seed 0).
-Usage: advantage_gen.py N RESP TEMPLATE.parquet OUT.parquet"""
+a 0/1 reward. With `math`, also a prompt, a label and a response of
+~4 characters a token: step-by-step arithmetic ending in \\boxed{answer},
+right for half of the samples (for `arl-reward --rm math`).
+Deterministic (seed 0).
+Usage: advantage_gen.py N RESP TEMPLATE.parquet OUT.parquet [math]"""
 import sys
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 n, resp, template, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+math = len(sys.argv) > 5 and sys.argv[5] == "math"
+
+
+def reasoning(i, answer, right):
+    """A response of about 4*RESP characters: steps, then the boxed answer."""
+    steps, k = [], 0
+    while sum(map(len, steps)) < 4 * resp - 80:
+        a, b = (i * 7 + k * 13) % 997, (i * 3 + k * 29) % 89 + 1
+        steps.append(f"Step {k + 1}: we have {a} + {b} = {a + b}, and {a} * {b} = {a * b}. ")
+        k += 1
+    final = answer if right else answer + 1
+    return "".join(steps) + f"So the final answer is $\\boxed{{{final}}}$."
 schema = pq.read_schema(template)
 rng = np.random.default_rng(0)
 ROWS = 4096
@@ -57,6 +72,13 @@ for lo in range(0, n, ROWS):
             col = pa.array(["completed"] * m, typ)
         elif name == "reward":
             col = pa.array(rng.integers(0, 2, m).astype(np.float32), typ)
+        elif math and name == "prompt":
+            col = pa.array([f"Compute {(i * 31) % 1000} plus {(i // 8) % 1000}." for i in idx], typ)
+        elif math and name == "label":
+            col = pa.ExtensionArray.from_storage(typ, pa.array([f'"{(i // 8) * 31 % 1000}"' for i in idx], typ.storage_type)) \
+                if isinstance(typ, pa.BaseExtensionType) else pa.array([f'"{(i // 8) * 31 % 1000}"' for i in idx], typ)
+        elif math and name == "response":
+            col = pa.array([reasoning(i, (i // 8) * 31 % 1000, i % 2 == 0) for i in idx], typ)
         else:
             col = nulls(m, typ)
         cols[name] = col

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Parquet by columns (arl-filter, arl-reward, arl-inspect stats) on N
+# trajectories of RESP response tokens, next to vectorised pyarrow + numpy
+# baselines measured in the same run on the same file, and next to arl's own
+# record path (ARL_NO_PASS_THROUGH=1: every column decoded into records and
+# encoded again). The input is written by arl (as arl-rollout writes it), so
+# the columns a tool does not read can be copied undecoded. arl-advantage has
+# its own script (advantage.sh).
+#
+#   filter   arl-filter --drop-zero-std  vs py/filter_pyarrow.py (read, bincount
+#            group std, Table.filter, write zstd)
+#   reward   arl-reward --rm math: read, score and write seconds (--timings);
+#            the time outside grading against the grading time
+#   stats    arl-inspect stats  vs py/stats_pyarrow.py (pyarrow reading the
+#            same columns); wall seconds and peak RSS of both
+#
+# Prints seconds, peak RSS and ratios (baseline / arl, > 1: arl is faster).
+#   N=100000 RESP=512 REPEAT=1 scripts/bench/columnar.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/env.sh
+N=${N:-100000}; RESP=${RESP:-512}; REPEAT=${REPEAT:-1}
+PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
+cargo build --release --quiet -p arl-filter -p arl-reward -p arl-inspect
+B=target/release
+W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-col.XXXXXX"); trap 'rm -rf "$W"' EXIT
+$B/arl-inspect convert -q -i testdata/sample-trajectories.jsonl -o "$W/template.parquet"
+echo "generating $N trajectories × $RESP response tokens with math responses ..." >&2
+"$PY" scripts/bench/py/advantage_gen.py "$N" "$RESP" "$W/template.parquet" "$W/gen.parquet" math
+$B/arl-inspect convert -q -i "$W/gen.parquet" -o "$W/in.parquet"; rm "$W/gen.parquet"
+echo "input: $(du -m "$W/in.parquet" | cut -f1) MB" >&2
+
+# "seconds peak_kb" of a command; its stderr goes to $W/err
+measure() { /usr/bin/time -f "%e %M" -o "$W/time" "$@" 2>"$W/err" >/dev/null; cat "$W/time"; }
+best() { sort -n | head -1; }   # the fastest of REPEAT runs (least disturbed by noise)
+
+declare -A S K
+run() { # key cmd...
+  local key=$1; shift; local out=""
+  for _ in $(seq "$REPEAT"); do out+="$(measure "$@")"$'\n'; done
+  local b; b=$(printf '%s' "$out" | best)
+  S[$key]=${b% *}; K[$key]=${b#* }
+}
+echo "filter ..." >&2
+run filter_arl $B/arl-filter -q --drop-zero-std -i "$W/in.parquet" -o "$W/f.parquet"
+run filter_rec env ARL_NO_PASS_THROUGH=1 $B/arl-filter -q --drop-zero-std -i "$W/in.parquet" -o "$W/f2.parquet"
+run filter_py "$PY" scripts/bench/py/filter_pyarrow.py "$W/in.parquet" "$W/f3.parquet"
+KEPT=$(awk '/^kept/{print $2}' "$W/err")
+echo "reward ..." >&2
+run reward_arl $B/arl-reward -q --timings --rm math -i "$W/in.parquet" -o "$W/r.parquet"
+SPLIT_PT=$(sed 's/^arl-reward: timings: //' "$W/err")
+run reward_rec env ARL_NO_PASS_THROUGH=1 $B/arl-reward -q --timings --rm math -i "$W/in.parquet" -o "$W/r2.parquet"
+SPLIT_REC=$(sed 's/^arl-reward: timings: //' "$W/err")
+echo "stats ..." >&2
+run stats_arl $B/arl-inspect stats -i "$W/in.parquet"
+run stats_py "$PY" scripts/bench/py/stats_pyarrow.py "$W/in.parquet"
+
+printf '\n%d trajectories × %d response tokens, %s MB of zstd Parquet written by arl; %d cores; best of %d\n' \
+  "$N" "$RESP" "$(du -m "$W/in.parquet" | cut -f1)" "$(nproc)" "$REPEAT"
+printf '%-8s %-34s %9s %10s %10s\n' work tool seconds "peak MB" "arl ×"
+row() { printf '%-8s %-34s %9.2f %10.0f %9.2fx\n' "$1" "$2" "${S[$3]}" "$(echo "${K[$3]} / 1024" | bc -l)" "$(echo "${S[$3]} / ${S[$4]}" | bc -l)"; }
+row filter "arl-filter --drop-zero-std" filter_arl filter_arl
+row filter "arl, record path" filter_rec filter_arl
+row filter "pyarrow + numpy" filter_py filter_arl
+row reward "arl-reward --rm math" reward_arl reward_arl
+row reward "arl, record path" reward_rec reward_arl
+row stats "arl-inspect stats" stats_arl stats_arl
+row stats "pyarrow, same columns" stats_py stats_arl
+echo
+echo "filter kept $KEPT rows (pyarrow)"
+echo "arl-reward split: $SPLIT_PT"
+echo "arl-reward split, record path: $SPLIT_REC"
+score=$(echo "$SPLIT_PT" | sed -E 's/.*score ([0-9.]+) s.*/\1/')
+rd=$(echo "$SPLIT_PT" | sed -E 's/read ([0-9.]+) s.*/\1/')
+wr=$(echo "$SPLIT_PT" | sed -E 's/.*write ([0-9.]+) s.*/\1/')
+printf 'arl-reward: time outside grading / grading time = %.2f\n' "$(echo "($rd + $wr) / $score" | bc -l)"
