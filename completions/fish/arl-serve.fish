@@ -23,5 +23,11 @@ complete -c arl-serve -l max-prefill-tokens -d 'Prompts admitted together are pr
 complete -c arl-serve -l random-seed -d 'Seed for requests without `sampling_seed`; default: from the clock' -r
 complete -c arl-serve -l dp-size -d 'Data-parallel replicas (SGLang\'s `--dp-size`): this many copies of the model, each with its own scheduler, KV cache and batch, behind one port; a new request goes to the least loaded. On CUDA replica i runs on `cuda:(N+i)` for `--device cuda:N`; on the CPU the replicas share the cores (by default `cores / dp-size` libtorch threads each, and one for models under 20M parameters: two replicas on two cores decode about 1.5x the tokens per second of one on the test model)' -r
 complete -c arl-serve -l cpu-threads -d 'Intra-op CPU threads for libtorch. Default on the CPU: 1 for models under 20M parameters (their decode-step kernels are too small to split: one thread was 1.3-1.4x faster than two on the test and demo models, and leaves the other cores to the rollout), otherwise libtorch\'s own choice' -r
+complete -c arl-serve -l log-level -d 'Log level on stderr (SGLang\'s `--log-level`): `error`, `warn`, `info` (weight updates, aborts), `debug` (every request as it ends: rid, prompt and generated tokens, how it ended, latency), `trace`' -r -f -a "error\t''
+warn\t''
+info\t''
+debug\t''
+trace\t''"
+complete -c arl-serve -l log-requests -d 'Log every request as it ends at `info` (SGLang\'s `--log-requests`)'
 complete -c arl-serve -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-serve -s V -l version -d 'Print version'

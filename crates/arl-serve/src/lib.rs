@@ -5,11 +5,13 @@
 //!   and the OpenAI-style `/v1/chat/completions` (`http::chat`).
 //! * `scheduler`: the thread that owns the engine and batches sequences
 //!   (one per `--dp-size` replica), and the dispatcher in front of several.
+//! * `metrics`: `/metrics` in Prometheus' text format under SGLang's names.
 //! * `sampling`: greedy / top-k / top-p / min-p draws from log-prob rows.
 //! * `engine`: the interface to a model, and the `--scripted` test double.
 //! * `tch_engine`: the libtorch engine over `arl_model`.
 pub mod engine;
 pub mod http;
+pub mod metrics;
 pub mod sampling;
 pub mod scheduler;
 pub mod tch_engine;
@@ -44,6 +46,8 @@ pub struct Config {
     /// `--scripted` file, when the test double answers.
     pub scripted: Option<String>,
     pub quiet: bool,
+    /// Log every request as it ends at `info` rather than `debug`.
+    pub log_requests: bool,
     /// Data-parallel replicas (`--dp-size`).
     pub dp_size: usize,
     /// How the model writes tool calls (`--tool-call-parser`).
@@ -60,7 +64,9 @@ pub struct Config {
 /// bound (port 0 picks a free port).
 pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokenizer>, eos: Vec<u32>) -> Result<()> {
     anyhow::ensure!(!engines.is_empty(), "no engine to serve");
-    let new_shared = |replicas| Arc::new(scheduler::Shared::new(&cfg.weight_version, &cfg.model_path, replicas));
+    let metrics = Arc::new(metrics::Metrics::default());
+    let new_shared =
+        |replicas| Arc::new(scheduler::Shared::new(&cfg.weight_version, &cfg.model_path, replicas, metrics.clone()));
     let (tx, rx) = crossbeam_channel::unbounded();
     let start = |engine, shared, rx, seed, name: String| {
         let sched = scheduler::Scheduler::new(
@@ -72,6 +78,7 @@ pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokeni
             cfg.max_running_requests,
             cfg.max_prefill_tokens,
             seed,
+            cfg.log_requests,
         );
         std::thread::Builder::new()
             .name(name)

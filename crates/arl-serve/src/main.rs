@@ -154,9 +154,43 @@ pub struct Args {
     /// leaves the other cores to the rollout), otherwise libtorch's own choice
     #[arg(long, value_name = "N", help_heading = "Scheduling")]
     pub cpu_threads: Option<i32>,
+
+    /// Log level on stderr (SGLang's `--log-level`): `error`, `warn`,
+    /// `info` (weight updates, aborts), `debug` (every request as it ends:
+    /// rid, prompt and generated tokens, how it ended, latency), `trace`
+    #[arg(long, value_enum, default_value_t = LogLevel::Info, value_name = "LEVEL", help_heading = "Logging")]
+    pub log_level: LogLevel,
+
+    /// Log every request as it ends at `info` (SGLang's `--log-requests`)
+    #[arg(long, help_heading = "Logging")]
+    pub log_requests: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// Sends `tracing` events at `level` and above to stderr, one line each
+/// (time, level, target, message and fields).
+fn init_logging(level: LogLevel) {
+    use tracing::Level;
+    let level = match level {
+        LogLevel::Error => Level::ERROR,
+        LogLevel::Warn => Level::WARN,
+        LogLevel::Info => Level::INFO,
+        LogLevel::Debug => Level::DEBUG,
+        LogLevel::Trace => Level::TRACE,
+    };
+    let _ = tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_target(false).try_init();
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    init_logging(args.log_level);
     if args.max_running_requests == 0 {
         return Err(cli::usage("`--max-running-requests` must be at least 1"));
     }
@@ -215,6 +249,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         cpu_matmul,
         scripted: args.scripted.as_ref().map(|p| p.display().to_string()),
         quiet: false,
+        log_requests: args.log_requests,
         dp_size: args.dp_size,
         tool_call_parser: args.tool_call_parser,
         tool_header,

@@ -6,12 +6,14 @@
 //! SGLang's writer lock does.
 use super::engine::{Engine, Prefill, SeqId};
 use super::sampling::{self, Knobs};
+use crate::metrics::Metrics;
 use arl_chat::tokenizer::Tokenizer;
 use arl_core::rng::{self, Rng};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 /// Validated sampling parameters of one sequence.
@@ -45,6 +47,9 @@ pub struct Job {
     /// Send every token as it comes (streaming); otherwise one update at the end.
     pub stream: bool,
     pub tx: mpsc::UnboundedSender<(usize, Update)>,
+    /// When the request arrived (time to first token and end-to-end latency
+    /// in `/metrics` count from here).
+    pub arrived: Instant,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -152,21 +157,27 @@ pub struct Shared {
     pub model_path: Mutex<String>,
     pub running: AtomicUsize,
     pub waiting: AtomicUsize,
+    /// Tokens held by running sequences (prompt and generated).
+    pub used_tokens: AtomicUsize,
     pub paused: std::sync::atomic::AtomicBool,
     /// `Generate` commands this scheduler has taken in (the dispatcher's
     /// measure of what it sent that the replica has not counted yet).
     pub received: AtomicUsize,
     /// The replicas' own states; empty with one scheduler (then this is its state).
     pub replicas: Vec<Arc<Shared>>,
+    /// Counters and histograms of `/metrics`, one set for all replicas.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Shared {
-    pub fn new(weight_version: &str, model_path: &str, replicas: Vec<Arc<Shared>>) -> Shared {
+    pub fn new(weight_version: &str, model_path: &str, replicas: Vec<Arc<Shared>>, metrics: Arc<Metrics>) -> Shared {
         Shared {
             weight_version: Mutex::new(weight_version.to_string()),
             model_path: Mutex::new(model_path.to_string()),
             running: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            used_tokens: AtomicUsize::new(0),
+            metrics,
             paused: std::sync::atomic::AtomicBool::new(false),
             received: AtomicUsize::new(0),
             replicas,
@@ -189,6 +200,11 @@ impl Shared {
     /// Requests queued (all replicas).
     pub fn waiting(&self) -> usize {
         self.sum(|s| s.waiting.load(Ordering::Relaxed))
+    }
+
+    /// Tokens held by running sequences (all replicas).
+    pub fn used_tokens(&self) -> usize {
+        self.sum(|s| s.used_tokens.load(Ordering::Relaxed))
     }
 
     /// Whether generation is paused (`/pause_generation`; any replica).
@@ -223,6 +239,8 @@ struct Seq {
     /// Not yet sent (a non-streaming job hears once, when it ends).
     unsent: Vec<TokenOut>,
     unsent_input: Option<InputLogprobs>,
+    /// When its latest token was sampled (inter-token latency).
+    last_token: Instant,
 }
 
 impl Seq {
@@ -267,6 +285,8 @@ pub struct Scheduler {
     max_prefill_tokens: usize,
     seed: u64,
     counter: u64,
+    /// Log each request as it ends at `info` (else `debug`).
+    log_requests: bool,
 }
 
 fn temp_of(p: &Params) -> f32 {
@@ -290,8 +310,10 @@ impl Scheduler {
         max_running: usize,
         max_prefill_tokens: usize,
         seed: u64,
+        log_requests: bool,
     ) -> Scheduler {
         Scheduler {
+            log_requests,
             engine,
             tok,
             eos,
@@ -315,7 +337,29 @@ impl Scheduler {
     fn publish(&self) {
         self.shared.running.store(self.running.len(), Ordering::Relaxed);
         self.shared.waiting.store(self.waiting.len(), Ordering::Relaxed);
+        let used: usize = self.running.iter().map(|s| s.job.input_ids.len() + s.out.len()).sum();
+        self.shared.used_tokens.store(used, Ordering::Relaxed);
         self.shared.paused.store(self.paused, Ordering::Relaxed);
+    }
+
+    /// A sequence ended with `generated` tokens: finished, aborted, failed
+    /// (`finish`), or its client left (`None`). Counted in `/metrics`; logged
+    /// at `debug` (`info` with `--log-requests`).
+    fn ended(&self, job: &Job, generated: usize, finish: Option<&Finish>) {
+        let how = match finish {
+            Some(Finish::StopToken(_) | Finish::StopStr(_)) => "stop",
+            Some(Finish::Length(_)) => "length",
+            Some(Finish::Abort { .. }) => "abort",
+            None => "client gone",
+        };
+        let e2e = job.arrived.elapsed();
+        self.shared.metrics.finished(e2e, matches!(how, "abort" | "client gone"));
+        let (rid, prompt_tokens, e2e_s) = (job.rid.as_str(), job.input_ids.len(), e2e.as_secs_f64());
+        if self.log_requests {
+            tracing::info!(rid, prompt_tokens, generated, finish = how, e2e_s, "request ended");
+        } else {
+            tracing::debug!(rid, prompt_tokens, generated, finish = how, e2e_s, "request ended");
+        }
     }
 
     /// Runs until every command sender is gone.
@@ -395,8 +439,9 @@ impl Scheduler {
         let version = self.version();
         let finish = Finish::Abort { message: message.into(), status_code: None, err_type: None };
         let mut keep = VecDeque::new();
-        for job in self.waiting.drain(..) {
+        for job in std::mem::take(&mut self.waiting) {
             if hit(&job.rid) {
+                self.ended(&job, 0, Some(&finish));
                 let _ = job.tx.send((
                     job.index,
                     Update {
@@ -416,6 +461,7 @@ impl Scheduler {
             if hit(&self.running[i].job.rid) {
                 let mut s = self.running.swap_remove(i);
                 self.engine.release(s.id);
+                self.ended(&s.job, s.out.len(), Some(&finish));
                 s.emit(None, None, Some(finish.clone()), &version);
             } else {
                 i += 1;
@@ -438,18 +484,24 @@ impl Scheduler {
                     }
                     message.push_str(&format!(" Weight version updated to {v}."));
                 }
+                tracing::info!(path = %path.display(), "{message}");
                 UpdateResult { success: true, message, num_paused_requests: num_paused }
             }
-            Err(e) => UpdateResult {
-                success: false,
-                message: format!("Failed to get weights iterator: {} ({e:#}).", path.display()),
-                num_paused_requests: num_paused,
-            },
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "weight update failed: {e:#}");
+                UpdateResult {
+                    success: false,
+                    message: format!("Failed to get weights iterator: {} ({e:#}).", path.display()),
+                    num_paused_requests: num_paused,
+                }
+            }
         };
         let _ = reply.send(result);
     }
 
     fn fail(&mut self, job: &Job, e: &anyhow::Error) {
+        tracing::error!(rid = job.rid.as_str(), "prefill failed: {e:#}");
+        self.ended(job, 0, Some(&internal(e)));
         let _ = job.tx.send((
             job.index,
             Update { tokens: vec![], input: None, finish: Some(internal(e)), weight_version: self.version() },
@@ -543,17 +595,23 @@ impl Scheduler {
                 max_stop_chars,
                 unsent: Vec::new(),
                 unsent_input: None,
+                last_token: Instant::now(),
             };
             if seq.job.params.max_new_tokens == 0 {
                 self.engine.release(id);
+                self.shared.metrics.prompt_tokens.fetch_add(l as u64, Ordering::Relaxed);
+                self.ended(&seq.job, 0, Some(&Finish::Length(0)));
                 seq.emit(None, input, Some(Finish::Length(0)), &version);
                 continue;
             }
             let last = row(l - 1).to_vec();
             let (tok, finish) = self.step(&mut seq, &last);
-            let done = finish.is_some();
+            seq.last_token = Instant::now();
+            self.shared.metrics.first_token(l, seq.job.arrived.elapsed());
+            let ended = finish.clone();
             let alive = seq.emit(Some(tok), input, finish, &version);
-            if done || !alive {
+            if ended.is_some() || !alive {
+                self.ended(&seq.job, seq.out.len(), ended.as_ref());
                 self.engine.release(id);
             } else {
                 self.running.push(seq);
@@ -572,6 +630,8 @@ impl Scheduler {
             Err(e) => {
                 for mut s in std::mem::take(&mut self.running) {
                     self.engine.release(s.id);
+                    tracing::error!(rid = s.job.rid.as_str(), "decode failed: {e:#}");
+                    self.ended(&s.job, s.out.len(), Some(&internal(&e)));
                     s.emit(None, None, Some(internal(&e)), &version);
                 }
                 return;
@@ -581,9 +641,13 @@ impl Scheduler {
         let mut keep = Vec::with_capacity(running.len());
         for (i, mut seq) in running.drain(..).enumerate() {
             let (tok, finish) = self.step(&mut seq, &rows[i * v..(i + 1) * v]);
-            let done = finish.is_some();
+            let now = Instant::now();
+            self.shared.metrics.next_token(now - seq.last_token);
+            seq.last_token = now;
+            let ended = finish.clone();
             let alive = seq.emit(Some(tok), None, finish, &version);
-            if done || !alive {
+            if ended.is_some() || !alive {
+                self.ended(&seq.job, seq.out.len(), ended.as_ref());
                 self.engine.release(seq.id);
             } else {
                 keep.push(seq);

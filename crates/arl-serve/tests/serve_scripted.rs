@@ -481,3 +481,128 @@ fn sync_discovers_workers_from_a_router() {
     assert!(r.stdout_str().contains(&a.url));
     assert_eq!(a.get("/get_model_info").1["weight_version"], "5");
 }
+
+/// `name{labels} value` of one sample line of a Prometheus exposition.
+fn sample(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no sample `{name_and_labels}` in:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn metrics_move_under_load_with_sglangs_names() {
+    let d = common::tmpdir();
+    // 30 ms per decode step: requests stay running long enough to be seen.
+    let s = scripted_server(
+        d.path(),
+        &[json!({"completion": "one two three four five six seven eight nine", "token_delay_ms": 30})],
+        &["--served-model-name", "tiny \"q\"", "--max-running-requests", "4"],
+    );
+    let scrape = || {
+        let r = serve_util::client().get(format!("{}/metrics", s.url)).send().unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+        r.text().unwrap()
+    };
+    let l = r#"{model_name="tiny \"q\""}"#;
+    let before = scrape();
+    for name in [
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+        "sglang:num_requests_total",
+        "sglang:num_aborted_requests_total",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+        "sglang:gen_throughput",
+        "sglang:cache_hit_rate",
+        "sglang:time_to_first_token_seconds",
+        "sglang:inter_token_latency_seconds",
+        "sglang:e2e_request_latency_seconds",
+    ] {
+        assert!(before.contains(&format!("# TYPE {name} ")), "{name} missing:\n{before}");
+    }
+    assert_eq!(sample(&before, &format!("sglang:generation_tokens_total{l}")), 0.0);
+    // 12 requests of prompt length 3, at most 4 running at once (the rest queue).
+    let url = s.url.clone();
+    let handles: Vec<_> = (0..12)
+        .map(|_| {
+            let u = url.clone();
+            std::thread::spawn(move || {
+                serve_util::post(
+                    &format!("{u}/generate"),
+                    &json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 20}}),
+                )
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    let during = scrape();
+    assert!(sample(&during, &format!("sglang:num_running_reqs{l}")) >= 1.0, "{during}");
+    assert!(sample(&during, &format!("sglang:num_queue_reqs{l}")) >= 1.0, "{during}");
+    assert!(sample(&during, &format!("sglang:token_usage{l}")) > 0.0);
+    let gen1 = sample(&during, &format!("sglang:generation_tokens_total{l}"));
+    assert!(gen1 > 0.0);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let during2 = scrape();
+    assert!(sample(&during2, &format!("sglang:generation_tokens_total{l}")) > gen1, "the counter moves");
+    assert!(sample(&during2, &format!("sglang:gen_throughput{l}")) > 0.0);
+    let mut completion = 0.0;
+    for h in handles {
+        let (code, v) = h.join().unwrap();
+        assert_eq!(code, 200, "{v}");
+        completion += v["meta_info"]["completion_tokens"].as_f64().unwrap();
+    }
+    let after = scrape();
+    assert_eq!(sample(&after, &format!("sglang:num_requests_total{l}")), 12.0);
+    assert_eq!(sample(&after, &format!("sglang:prompt_tokens_total{l}")), 36.0);
+    assert_eq!(sample(&after, &format!("sglang:generation_tokens_total{l}")), completion);
+    assert_eq!(sample(&after, &format!("sglang:num_running_reqs{l}")), 0.0);
+    assert_eq!(sample(&after, &format!("sglang:time_to_first_token_seconds_count{l}")), 12.0);
+    assert_eq!(sample(&after, &format!("sglang:e2e_request_latency_seconds_count{l}")), 12.0);
+    assert_eq!(sample(&after, &format!("sglang:inter_token_latency_seconds_count{l}")), completion - 12.0);
+    // Decode steps take >= 30 ms: no inter-token gap falls in the 25 ms bucket.
+    assert_eq!(sample(&after, r#"sglang:inter_token_latency_seconds_bucket{le="0.025",model_name="tiny \"q\""}"#), 0.0);
+    // Queued requests waited for a slot: some first tokens came after 0.1 s.
+    assert!(sample(&after, r#"sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="tiny \"q\""}"#) < 12.0);
+    assert!(after.contains(r#"arl:weight_version{model_name="tiny \"q\"",version="default"} 1"#), "{after}");
+    // An aborted request counts as aborted.
+    let u = url.clone();
+    let h = std::thread::spawn(move || {
+        serve_util::post(
+            &format!("{u}/generate"),
+            &json!({"input_ids": [1], "rid": "gone", "sampling_params": {"max_new_tokens": 900_000, "ignore_eos": true}}),
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(s.post("/abort_request", &json!({"rid": "gone"})).0, 200);
+    h.join().unwrap();
+    let last = scrape();
+    assert_eq!(sample(&last, &format!("sglang:num_aborted_requests_total{l}")), 1.0);
+    assert_eq!(sample(&last, &format!("sglang:num_requests_total{l}")), 13.0);
+}
+
+#[test]
+fn log_level_debug_logs_each_request_and_info_does_not() {
+    let d = common::tmpdir();
+    let script = [json!({"completion": "ok then"})];
+    let body = |rid: &str| json!({"input_ids": [1, 2], "rid": rid, "sampling_params": {"max_new_tokens": 3}});
+    let s = scripted_server(&d.path().join("a"), &script, &["--log-level", "debug"]);
+    s.generate(body("first-rid"));
+    let s2 = scripted_server(&d.path().join("b"), &script, &[]);
+    s2.generate(body("second-rid"));
+    let s3 = scripted_server(&d.path().join("c"), &script, &["--log-requests"]);
+    s3.generate(body("third-rid"));
+    // The log line is written when the sequence ends, before the answer is sent.
+    let log = s.daemon.log();
+    let line = log.lines().find(|l| l.contains("request ended")).unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("DEBUG") && line.contains("rid=\"first-rid\"") && line.contains("prompt_tokens=2"), "{line}");
+    assert!(line.contains("generated=3") && line.contains("finish=\"length\""), "{line}");
+    assert!(!s2.daemon.log().contains("request ended"), "info does not log requests: {}", s2.daemon.log());
+    let log3 = s3.daemon.log();
+    assert!(log3.lines().any(|l| l.contains("INFO") && l.contains("rid=\"third-rid\"")), "{log3}");
+    let r = common::run("arl-serve", &["--model-path", "x", "--log-level", "loud"], b"");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}

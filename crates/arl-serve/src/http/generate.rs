@@ -118,6 +118,7 @@ impl Running {
                 index,
                 stream,
                 tx: tx.clone(),
+                arrived: Instant::now(),
             });
         }
         let run = Running { st: st.clone(), states, rx, done: 0, t0: Instant::now() };

@@ -107,6 +107,20 @@ impl AppState {
     }
 }
 
+/// `/metrics`: Prometheus' text format under SGLang's metric names.
+async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    let sh = &st.shared;
+    let g = crate::metrics::Gauges {
+        running: sh.running(),
+        queued: sh.waiting(),
+        used_tokens: sh.used_tokens(),
+        max_total_tokens: st.cfg.max_running_requests * st.cfg.context_len * st.cfg.dp_size.max(1),
+        weight_version: sh.version(),
+    };
+    let body = sh.metrics.render(&st.cfg.served_model_name, &g);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+}
+
 /// SGLang's error body: `{"error": {"message": …}}`.
 pub fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(json!({"error": {"message": msg.into()}}))).into_response()
@@ -121,6 +135,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/generate", post(generate).put(generate))
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/health_generate", get(health_generate))
         .route("/get_model_info", get(model_info))
         // Newer SGLang names (sgl-router asks for these first).
