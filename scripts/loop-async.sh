@@ -116,7 +116,8 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
      --slurpfile tm <(tail -n 1 "$d/train-metrics.jsonl") --arg b "$(basename "$claimed")" --argjson ts "$(elapsed "$t0")" \
      '{phase: "rl", mode: "async", step: $step, batch: $b, samples: $st[0].records, kept: $f[0].records.kept, dropped: $f[0].dropped_by_reason,
        reward_mean: $st[0].reward.mean, tool_call_rate: ($st[0].tool_calls.mean // 0),
-       loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, train_s: $ts}' >>"$RUN/metrics.jsonl"
+       response_len: $st[0].response_len.mean, loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, clip_frac: $tm[0].clipfrac,
+       entropy: $tm[0].entropy, kl_loss: $tm[0].kl_loss, train_s: $ts}' >>"$RUN/metrics.jsonl"
   tail -n 1 "$RUN/metrics.jsonl" | jq -r '"step \(.step) (\(.batch)): reward \(.reward_mean*1000|round/1000)  kept \(.kept)  train \(.train_s|round)s"' >&2
 done
 wall=$(elapsed "$T0")

@@ -86,5 +86,5 @@ RUN=$RUN MODEL=$RUN/ckpt/step-0 PROMPTS=$PROMPTS EVAL_PROMPTS=$EVAL_PROMPTS STEP
   scripts/loop-sync.sh
 
 # 5. plot and summary ------------------------------------------------------------
-python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "${TITLE:-arl $NAME: SFT on noisy demonstrations, then ${ALGO%% *} with a calculator tool}"
+python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "${TITLE:-${EXP_TITLE:-arl $NAME}}"
 scripts/summary.sh "$RUN" "$(elapsed "$T_START")" | tee "$RUN/summary.txt"

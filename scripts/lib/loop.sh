@@ -220,7 +220,7 @@ rl_step() {
      --argjson rs "$(echo "$t1 - $t0" | bc)" --argjson ts "$(echo "$t2 - $t1" | bc)" \
      '{phase: "rl", step: $step, samples: $st[0].records, reward_mean: $st[0].reward.mean, accuracy: $acc,
        tool_call_rate: ($st[0].tool_calls.mean // 0), response_len: $st[0].response_len.mean,
-       loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, clip_frac: $tm[0].clipfrac, entropy: $tm[0].entropy,
+       loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, clip_frac: $tm[0].clipfrac, entropy: $tm[0].entropy, kl_loss: $tm[0].kl_loss,
        value_loss: $tm[0].value_loss, value_explained_var: $tm[0].value_explained_var, value_clipfrac: $tm[0].value_clipfrac,
        by: ($st[0] | with_entries(select(.key | startswith("by_metadata"))) | map_values(map_values({reward: .reward.mean, tool_calls: .tool_calls_mean}))),
        rollout_s: $rs, train_s: $ts, samples_per_s: ($st[0].records / ($rs + $ts))}' \
