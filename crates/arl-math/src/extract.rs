@@ -1,5 +1,85 @@
-//! Where the final answer is: the last `\boxed{…}` / `\fbox{…}`, else the
-//! last `Answer:` line, without a chat template's end marker.
+//! Where the final answer is. The final-answer segment of a response is
+//! what follows its thinking section (`<think>…</think>` and the like; a
+//! thinking section never closed leaves no answer), without a chat
+//! template's end marker. In it the answer is the last `\boxed{…}` /
+//! `\fbox{…}` (with the boxes offered together with it: see
+//! [`final_boxes`]), else the last `Answer:` line.
+
+/// Tags that open and close a reasoning model's thinking section.
+const THINKING: &[(&str, &str)] =
+    &[("<think>", "</think>"), ("<thinking>", "</thinking>"), ("<reasoning>", "</reasoning>")];
+
+/// The final-answer segment: the text after the last closed thinking
+/// section, or the whole response when it has none; `None` when a thinking
+/// section is opened and never closed (the model never answered).
+pub fn after_thinking(s: &str) -> Option<&str> {
+    let mut rest = s;
+    let mut cut = 0;
+    for (open, close) in THINKING {
+        if let Some(p) = s.rfind(close) {
+            cut = cut.max(p + close.len());
+        }
+        // An opening tag after the last closing one: still thinking.
+        if let Some(o) = s.rfind(open) {
+            if s.rfind(close).is_none_or(|c| c < o) {
+                return None;
+            }
+        }
+    }
+    if cut > 0 {
+        rest = &s[cut..];
+    }
+    Some(rest)
+}
+
+/// Words that offer boxes as alternatives (`\boxed{3} or \boxed{5}`).
+const ALTERNATIVES: &[&str] = &["or", "alternatively", "otherwise", "possibly", "perhaps", "maybe", "either", "and/or"];
+
+/// The final answer's boxes: the last box, with the boxes before it that are
+/// offered together with it — joined by nothing but punctuation, `and`, or
+/// a word of alternatives (`or`, `alternatively`, `maybe`, …). Any other
+/// text between two boxes means the later one replaces the earlier (a model
+/// correcting itself: "first \boxed{3}, but rechecking, \boxed{5}").
+pub fn final_boxes(s: &str) -> Vec<&str> {
+    let spans = boxed_spans(s);
+    let Some(&(_, last_start, _)) = spans.last() else { return Vec::new() };
+    let mut first = spans.len() - 1;
+    let mut start = last_start;
+    while first > 0 {
+        let (_, _, prev_end) = spans[first - 1];
+        let between = s[prev_end..start].to_ascii_lowercase();
+        let words: Vec<&str> =
+            between.split(|c: char| !(c.is_alphanumeric() || c == '/')).filter(|w| !w.is_empty()).collect();
+        let together = words.iter().all(|w| *w == "and" || ALTERNATIVES.contains(w))
+            || words.iter().any(|w| ALTERNATIVES.contains(w)) && words.len() <= 3;
+        if !together {
+            break;
+        }
+        first -= 1;
+        start = spans[first].1;
+    }
+    spans[first..].iter().map(|&(b, _, _)| b).collect()
+}
+
+/// Every box with where it starts (at its keyword) and ends.
+fn boxed_spans(s: &str) -> Vec<(&str, usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some((start, _)) = find_boxed(&s[i..]) {
+        let at = i + start;
+        let (inner, end) = match boxed_all(&s[at..]).first() {
+            Some(first) => {
+                // The box's content is a slice of `s`: its end is where the content ends (+ `}`).
+                let off = first.as_ptr() as usize - s.as_ptr() as usize;
+                (*first, (off + first.len() + 1).min(s.len()))
+            }
+            None => break,
+        };
+        out.push((inner, at, end));
+        i = end.max(at + 1);
+    }
+    out
+}
 
 pub fn boxed_all(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -87,6 +167,11 @@ pub fn answer_line(s: &str) -> Option<&str> {
     }
     let t = line.trim().trim_start_matches("**").trim_end_matches("**").trim();
     let t = t.trim_start_matches(':').trim();
+    // `\( 5 \)`, `\[ 5 \]`, `$5$`, `$$5$$`: the answer inside the math delimiters.
+    let t = [("\\(", "\\)"), ("\\[", "\\]"), ("$$", "$$"), ("$", "$")]
+        .iter()
+        .find_map(|(a, b)| t.strip_prefix(a).and_then(|x| x.trim_end_matches('.').trim_end().strip_suffix(b)))
+        .map_or(t, str::trim);
     if t.is_empty() {
         None
     } else {

@@ -1,8 +1,15 @@
 //! The `math` reward: extract the final answer, normalise it, compare it with
 //! the label by value, and refuse hedged answers.
 //!
-//! Extraction: the last `\boxed{…}` / `\fbox{…}` (nested braces handled), else
-//! the last `Answer:` line. Normalisation follows the Hendrycks MATH
+//! Extraction, in the final-answer segment (after any thinking section:
+//! `<think>…</think>`, `<thinking>`, `<reasoning>`; one never closed means
+//! no answer): the last `\boxed{…}` / `\fbox{…}` (nested braces handled),
+//! else the last `Answer:` line (`\( … \)`, `\[ … \]`, `$ … $` around it
+//! removed). A model that corrects itself is graded on its last box
+//! ("first \boxed{3}, but rechecking, \boxed{5}" reads 5); boxes offered
+//! together (`\boxed{3} or \boxed{5}`, `\boxed{3}, \boxed{5}`) are one
+//! hedged answer. Open and closed intervals differ: `(1, 2)`, `[1, 2]`,
+//! `[1, 2)` are three answers. Normalisation follows the Hendrycks MATH
 //! `strip_string` tradition (`\dfrac`→`\frac`, `\left`/`\right`, `^\circ`,
 //! `\%`, `\text{}`, units, spaces, `x =` prefixes), then both sides are parsed
 //! as expressions: numbers and fractions compare exactly as rationals (decimals
@@ -21,7 +28,7 @@ mod extract;
 mod normalize;
 
 use expr::{eval, num_eq, parse_expr, vars};
-pub use extract::{answer_line, boxed_all, strip_end_marker};
+pub use extract::{after_thinking, answer_line, boxed_all, final_boxes, strip_end_marker};
 pub use normalize::normalize;
 use normalize::{clean, finish, hedge, top_level_split};
 
@@ -71,7 +78,10 @@ impl MathVerdict {
 
     pub fn explain(&self) -> String {
         match (&self.extracted, self.hedge) {
-            (None, _) => "no \\boxed{} or `Answer:` line found".to_string(),
+            (None, _) if self.how == "thinking_unclosed" => {
+                "the thinking section never closes: no final answer".to_string()
+            }
+            (None, _) => "no \\boxed{} or `Answer:` line found (after any thinking section)".to_string(),
             (Some(e), Some(h)) => format!("extracted `{e}`: hedged answer ({h}) scores 0"),
             (Some(e), None) => format!(
                 "extracted `{e}` → `{}` vs label `{}`: {} ({})",
@@ -127,10 +137,21 @@ fn equal_one(a: &str, l: &str, tol: f64) -> (bool, &'static str) {
     }
 }
 
+/// The brackets of a two-ended interval (`(a, b)`, `[a, b)`, …): its first
+/// and last character, when both are `(`/`[` and `)`/`]` around two items.
+fn interval_brackets(s: &str) -> Option<(u8, u8)> {
+    let b = s.as_bytes();
+    (b.len() >= 2
+        && matches!(b[0], b'(' | b'[')
+        && matches!(b[b.len() - 1], b')' | b']')
+        && top_level_split(&s[1..s.len() - 1]).len() == 2)
+        .then(|| (b[0], b[b.len() - 1]))
+}
+
 fn strip_brackets(s: &str) -> (&str, bool) {
     let b = s.as_bytes();
     if b.len() >= 2
-        && matches!((b[0], b[b.len() - 1]), (b'(', b')') | (b'[', b']') | (b'{', b'}'))
+        && matches!((b[0], b[b.len() - 1]), (b'(' | b'[', b')' | b']') | (b'{', b'}'))
         && top_level_split(&s[1..s.len() - 1]).len() > 1
     {
         (&s[1..s.len() - 1], true)
@@ -155,7 +176,20 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
     let label_src = boxed_all(label).pop().unwrap_or(label);
     let label_clean = clean(label_src);
     let label_norm = finish(&label_clean);
-    let boxes = boxed_all(response);
+    let Some(response) = after_thinking(response) else {
+        // Truncated inside its thinking section: no final answer.
+        return MathVerdict {
+            correct: false,
+            extracted: None,
+            source: None,
+            normalized: None,
+            label_normalized: label_norm,
+            how: "thinking_unclosed",
+            hedge: None,
+            credit: 0.0,
+        };
+    };
+    let boxes = final_boxes(response);
     let (extracted, source) = match boxes.last() {
         Some(b) => (Some(*b), Some("boxed")),
         None => (answer_line(response), answer_line(response).map(|_| "answer_line")),
@@ -195,6 +229,13 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
     let ans_clean = clean(ex);
     let ans_norm = finish(&ans_clean);
     v.normalized = Some(ans_norm.clone());
+    // Intervals: the bracket kinds are part of the answer.
+    if let (Some(a), Some(l)) = (interval_brackets(&ans_norm), interval_brackets(&label_norm)) {
+        if a != l {
+            v.how = "interval";
+            return v;
+        }
+    }
     let (label_items, ordered) = strip_brackets(&label_norm);
     let label_list = top_level_split(label_items);
     let label_is_list = label_list.len() > 1;
@@ -235,6 +276,7 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
             });
         }
         v.how = "list";
+        v.credit = if v.correct { 1.0 } else { 0.0 };
         return v;
     }
     let (ok, how) = equal_one(&ans_norm, &label_norm, opts.tolerance);
@@ -351,6 +393,44 @@ mod tests {
         for (r, l) in cases {
             assert!(g(r, l), "{r} vs {l}: {:?}", grade(r, l, &MathOpts::default()));
         }
+    }
+
+    #[test]
+    fn the_final_answer_is_after_thinking_and_in_the_last_box() {
+        let score = |resp: &str, label: &str| {
+            let v = grade(resp, label, &MathOpts::default());
+            (v.credit, v.how)
+        };
+        // A reasoning model: only what follows its thinking section counts.
+        assert_eq!(score("<think>maybe \\boxed{3}</think> So \\boxed{5}.", "5").0, 1.0);
+        assert_eq!(score("<think>it is \\boxed{5}</think> So \\boxed{3}.", "5").0, 0.0);
+        assert_eq!(score("<think>The answer is 5</think>", "5"), (0.0, "no_answer"));
+        assert_eq!(score("<think>The answer is 5, so \\boxed{5}", "5"), (0.0, "thinking_unclosed"));
+        assert_eq!(score("<reasoning>x</reasoning>Answer: 5", "5").0, 1.0);
+        // Self-correction: the last box; boxes offered together: a hedge.
+        assert_eq!(score("First \\boxed{3}, but rechecking the sum it is \\boxed{5}.", "5").0, 1.0);
+        assert_eq!(score("\\boxed{3}\n\nWait, I made an error. \\boxed{5}", "5").0, 1.0);
+        for hedge in [
+            "\\boxed{3} or \\boxed{5}",
+            "\\boxed{3}, \\boxed{5}",
+            "\\boxed{3}. Alternatively, \\boxed{5}.",
+            "\\boxed{5} or maybe \\boxed{3}",
+        ] {
+            assert_eq!(score(hedge, "5"), (0.0, "hedge"), "{hedge}");
+        }
+        // The same value boxed twice is one answer.
+        assert_eq!(score("\\boxed{5} and \\boxed{5}", "5").0, 1.0);
+        // Math delimiters on an Answer: line.
+        for a in ["Answer: \\( 5 \\)", "Answer: \\[ 5 \\]", "Answer: $5$.", "**Answer:** $$5$$"] {
+            assert_eq!(score(a, "5").0, 1.0, "{a}");
+        }
+        // Intervals: open and closed ends differ; the same interval scores.
+        assert_eq!(score("\\boxed{(1, 2)}", "[1, 2]"), (0.0, "interval"));
+        assert_eq!(score("\\boxed{[1, 2)}", "[1, 2]"), (0.0, "interval"));
+        assert_eq!(score("\\boxed{[1, 2)}", "[1,2)").0, 1.0);
+        assert_eq!(score("\\boxed{(-\\infty, 3]}", "(-\\infty, 3]").0, 1.0);
+        // A list answer that matches scores its credit.
+        assert_eq!(score("\\boxed{2, 3}", "3, 2"), (1.0, "list"));
     }
 
     #[test]

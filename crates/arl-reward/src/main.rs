@@ -65,6 +65,20 @@ pub enum RmName {
 /// unknown `data_source` under `auto`) is an error naming it, or a reject
 /// under `--on-error skip --rejects FILE`.
 ///
+/// `--rm math` reads the final answer: only the text after a thinking
+/// section counts (`<think>…</think>`, `<thinking>`, `<reasoning>`; a
+/// response still inside one has no answer), and in it the last
+/// `\boxed{…}`, else the last `Answer:` line (`\( … \)`, `\[ … \]`,
+/// `$ … $` around the answer removed). A model that corrects itself is graded
+/// on its last box ("first \boxed{3}, but rechecking, \boxed{5}" reads 5);
+/// boxes offered together — joined by nothing but punctuation, `and`, `or`,
+/// `alternatively`, `maybe` — are one answer, a hedge if they differ, and a
+/// hedge scores 0 (as do `or`, `\pm`, ranges and candidate lists inside one
+/// box). Values compare exactly (rationals), by value (irrationals,
+/// expressions), or as normalised text; lists by their items, ordered when
+/// bracketed; intervals by their ends and bracket kinds (`(1, 2)`, `[1, 2]`
+/// and `[1, 2)` are three different answers).
+///
 /// `--rm auto` maps `data_source` to a function: built in are
 /// arith, math, gsm8k, openai/gsm8k, math_dapo → math, code → code, sql → sql
 /// api → api and web → web;

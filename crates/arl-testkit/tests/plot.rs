@@ -5,7 +5,10 @@ use arl_testkit::common::*;
 use serde_json::json;
 
 fn labels(svg: &str) -> Vec<String> {
-    svg.split("<text ").filter_map(|t| t.split('>').nth(1)).map(|t| t.split('<').next().unwrap_or("").to_string()).collect()
+    svg.split("<text ")
+        .filter_map(|t| t.split('>').nth(1))
+        .map(|t| t.split('<').next().unwrap_or("").to_string())
+        .collect()
 }
 
 #[test]
@@ -14,9 +17,11 @@ fn plot_ranges_follow_the_data_and_signals_get_panels() {
     let mut lines = Vec::new();
     for step in 0..=6 {
         if step > 0 {
-            lines.push(json!({"phase": "rl", "step": step, "reward_mean": -0.9 + 0.1 * step as f64, "tool_call_rate": 0.5,
+            lines.push(
+                json!({"phase": "rl", "step": step, "reward_mean": -0.9 + 0.1 * step as f64, "tool_call_rate": 0.5,
                 "loss": 12.0 + step as f64, "grad_norm": 3.5, "entropy": 1.2, "clip_frac": 0.01 * step as f64,
-                "response_len": 40.0 + step as f64, "kl_loss": null}));
+                "response_len": 40.0 + step as f64, "kl_loss": null}),
+            );
         }
         if step % 3 == 0 {
             lines.push(json!({"phase": "eval", "step": step, "greedy_accuracy": step as f64 / 6.0, "mean_at_k": 0.1, "pass_at_k": 0.5}));
