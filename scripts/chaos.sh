@@ -364,11 +364,47 @@ bad_utf8() { bad_case invalid-utf8.jsonl "invalid-utf8.jsonl:4"; }
 bad_decoder_panic() {
   make_bad
   cp "$ROOT/fuzz/corpus/parquet_reader/regress-bit-chunk-oob.parquet" "$W/bad/decoder-panic.parquet"
-  bad_case decoder-panic.parquet "decoder-panic.parquet.*corrupt Parquet"
+  bad_parquet_case decoder-panic.parquet "decoder-panic.parquet.*corrupt Parquet"
+}
+# Corrupt Parquet data (the footer intact). The tools read Parquet by
+# columns: a tool that decodes the damaged chunk exits 65 naming the file and
+# writes nothing; a tool that never decodes it copies it into its output
+# undecoded (Parquet pages carry no checksum) and exits 0 — then reading that
+# output whole fails with 65 naming the output: the damage travels with the
+# data, it is never silently dropped or "repaired". `arl-inspect stats`
+# exits 0 when the damage lies outside the columns it reads. Never a panic.
+bad_parquet_case() {
+  make_bad
+  local f=$W/bad/$1 want=$2 t tool rc r2 codes="" ok=0 panics=0 n=0
+  for t in "${TOOLS_READING[@]}"; do
+    tool=${t%% *}; n=$((n + 1))
+    local out=$W/bad/out-$tool-$1
+    if [ "$tool" = arl-inspect ]; then
+      $BIN/$t -i "$f" >"$out.stdout" 2>"$out.err"; rc=$?
+      if [ $rc = 0 ] || { [ $rc = 65 ] && grep -q -- "$want" "$out.err"; }; then ok=$((ok + 1)); fi
+    else
+      rm -f "$out"
+      $BIN/$t -q -i "$f" -o "$out" 2>"$out.err"; rc=$?
+      if [ $rc = 65 ]; then
+        grep -q -- "$want" "$out.err" && [ ! -e "$out" ] && ok=$((ok + 1))
+      elif [ $rc = 0 ]; then
+        $BIN/arl-inspect convert -q -i "$out" -o "$out.jsonl" 2>"$out.read.err"; r2=$?
+        cat "$out.read.err"
+        [ $r2 = 65 ] && grep -q "out-$tool-$1" "$out.read.err" && no_panic "$out.read.err" && ok=$((ok + 1))
+        rc="0(output read: $r2)"
+      fi
+    fi
+    codes+="${tool#arl-}:$rc "
+    cat "$out.err"
+    no_panic "$out.err" || panics=$((panics + 1))
+  done
+  EXPECT="each of $n tools exits 65 naming the file with no output, or exits 0 and reading its output fails with 65 naming it (stats: 0 or 65); no panic"
+  OBS="${codes% }; $ok/$n as expected; $panics panics"
+  [ "$ok" = "$n" ] && [ "$panics" = 0 ]
 }
 bad_truncated() { bad_case truncated.parquet "truncated.parquet.*Parquet"; }
 bad_corrupt_footer() { bad_case corrupt-footer.parquet "corrupt-footer.parquet.*Parquet"; }
-bad_corrupt_data() { bad_case corrupt-data.parquet "corrupt-data.parquet.*Parquet"; }
+bad_corrupt_data() { bad_parquet_case corrupt-data.parquet "corrupt-data.parquet.*Parquet"; }
 
 bad_missing() {
   # A record without response/reward/tokens is valid for filter and inspect

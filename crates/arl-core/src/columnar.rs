@@ -388,9 +388,6 @@ pub struct PassThrough {
     pending: VecDeque<Record>,
     /// Row groups ready to be written.
     queue: Vec<Out>,
-    /// Row groups written by copying chunks, and by decoding rows.
-    pub copied_row_groups: u64,
-    pub rebuilt_row_groups: u64,
 }
 
 impl PassThrough {
@@ -413,8 +410,6 @@ impl PassThrough {
             writes: idx,
             pending: VecDeque::new(),
             queue: Vec::new(),
-            copied_row_groups: 0,
-            rebuilt_row_groups: 0,
         })
     }
 
@@ -522,10 +517,6 @@ impl PassThrough {
                 }
             }
             w.close()?;
-            match copy {
-                Some(_) => self.copied_row_groups += 1,
-                None => self.rebuilt_row_groups += 1,
-            }
             *next_rg += 1;
         }
         Ok(())

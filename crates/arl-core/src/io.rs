@@ -480,15 +480,6 @@ impl RecordWriter {
         Ok(RecordWriter { kind: WriterKind::PassThrough { w, pt: Box::new(pt) }, count: 0 })
     }
 
-    /// Row groups copied from the input without decoding, and rebuilt from
-    /// rows, by a pass-through writer.
-    pub fn pass_through_counts(&self) -> Option<(u64, u64)> {
-        match &self.kind {
-            WriterKind::PassThrough { pt, .. } => Some((pt.copied_row_groups, pt.rebuilt_row_groups)),
-            _ => None,
-        }
-    }
-
     pub fn write(&mut self, r: &Record) -> Result<()> {
         if let WriterKind::PassThrough { .. } = self.kind {
             return self.write_owned(r.clone());
