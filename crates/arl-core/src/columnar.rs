@@ -405,12 +405,7 @@ impl PassThrough {
         // again and again: reuse them rather than have the kernel zero fresh
         // pages each time (the memory held stays that of a few row groups).
         crate::alloc::keep_freed_memory();
-        Ok(PassThrough {
-            src,
-            writes: idx,
-            pending: VecDeque::new(),
-            queue: Vec::new(),
-        })
+        Ok(PassThrough { src, writes: idx, pending: VecDeque::new(), queue: Vec::new() })
     }
 
     /// Queues a record (read by a projected read of this writer's source).

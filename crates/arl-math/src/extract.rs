@@ -75,7 +75,11 @@ fn boxed_spans(s: &str) -> Vec<(&str, usize, usize)> {
             }
             None => break,
         };
-        out.push((inner, at, end));
+        // An empty box (`\boxed{}`: a model echoing "put the answer in
+        // \boxed{}") is not an answer.
+        if !inner.trim().is_empty() {
+            out.push((inner, at, end));
+        }
         i = end.max(at + 1);
     }
     out

@@ -418,6 +418,9 @@ mod tests {
         ] {
             assert_eq!(score(hedge, "5"), (0.0, "hedge"), "{hedge}");
         }
+        // An empty box echoes the instruction; it is no answer.
+        assert_eq!(score("13. To put this in \\boxed{} format", "13"), (0.0, "no_answer"));
+        assert_eq!(score("\\boxed{13} then \\boxed{ }", "13").0, 1.0);
         // The same value boxed twice is one answer.
         assert_eq!(score("\\boxed{5} and \\boxed{5}", "5").0, 1.0);
         // Math delimiters on an Answer: line.
