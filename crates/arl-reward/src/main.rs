@@ -74,7 +74,7 @@ pub enum RmName {
 /// boxes offered together — joined by nothing but punctuation, `and`, `or`,
 /// `alternatively`, `maybe` — are one answer, a hedge if they differ, and a
 /// hedge scores 0 (as do `or`, `\pm`, ranges and candidate lists inside one
-/// box); an empty `\\boxed{}` is no answer. Values compare exactly (rationals), by value (irrationals,
+/// box); an empty `\boxed{}` is no answer. Values compare exactly (rationals), by value (irrationals,
 /// expressions), or as normalised text; lists by their items, ordered when
 /// bracketed; intervals by their ends and bracket kinds (`(1, 2)`, `[1, 2]`
 /// and `[1, 2)` are three different answers).
