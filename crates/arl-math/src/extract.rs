@@ -41,7 +41,9 @@ const ALTERNATIVES: &[&str] = &["or", "alternatively", "otherwise", "possibly", 
 /// text between two boxes means the later one replaces the earlier (a model
 /// correcting itself: "first \boxed{3}, but rechecking, \boxed{5}").
 pub fn final_boxes(s: &str) -> Vec<&str> {
-    let spans = boxed_spans(s);
+    // An empty box (`\boxed{}`: a model echoing "put the answer in
+    // \boxed{}") is not an answer.
+    let spans: Vec<_> = boxed_spans(s).into_iter().filter(|(inner, _, _)| !inner.trim().is_empty()).collect();
     let Some(&(_, last_start, _)) = spans.last() else { return Vec::new() };
     let mut first = spans.len() - 1;
     let mut start = last_start;
@@ -61,37 +63,20 @@ pub fn final_boxes(s: &str) -> Vec<&str> {
     spans[first..].iter().map(|&(b, _, _)| b).collect()
 }
 
-/// Every box with where it starts (at its keyword) and ends.
-fn boxed_spans(s: &str) -> Vec<(&str, usize, usize)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while let Some((start, _)) = find_boxed(&s[i..]) {
-        let at = i + start;
-        let (inner, end) = match boxed_all(&s[at..]).first() {
-            Some(first) => {
-                // The box's content is a slice of `s`: its end is where the content ends (+ `}`).
-                let off = first.as_ptr() as usize - s.as_ptr() as usize;
-                (*first, (off + first.len() + 1).min(s.len()))
-            }
-            None => break,
-        };
-        // An empty box (`\boxed{}`: a model echoing "put the answer in
-        // \boxed{}") is not an answer.
-        if !inner.trim().is_empty() {
-            out.push((inner, at, end));
-        }
-        i = end.max(at + 1);
-    }
-    out
+/// The contents of every `\boxed{…}` / `\fbox{…}` (also `\boxed 5`), in order.
+pub fn boxed_all(s: &str) -> Vec<&str> {
+    boxed_spans(s).into_iter().map(|(inner, _, _)| inner).collect()
 }
 
-pub fn boxed_all(s: &str) -> Vec<&str> {
+/// Every box: its content, where it starts (at its keyword) and where it ends.
+fn boxed_spans(s: &str) -> Vec<(&str, usize, usize)> {
     let mut out = Vec::new();
     let b = s.as_bytes();
     let mut i = 0;
     while let Some(off) = find_boxed(&s[i..]) {
         let (start, kw_len) = off;
-        let mut j = i + start + kw_len;
+        let at = i + start;
+        let mut j = at + kw_len;
         while j < b.len() && b[j] == b' ' {
             j += 1;
         }
@@ -116,15 +101,15 @@ pub fn boxed_all(s: &str) -> Vec<&str> {
             }
             match end {
                 Some(e) => {
-                    out.push(&s[j + 1..e]);
+                    out.push((&s[j + 1..e], at, e + 1));
                     i = e + 1;
                 }
                 None => break,
             }
-        } else if j > i + start + kw_len {
+        } else if j > at + kw_len {
             // `\boxed 5`: up to the next space or `$`.
             let e = s[j..].find([' ', '$', '\n']).map_or(s.len(), |x| j + x);
-            out.push(&s[j..e]);
+            out.push((&s[j..e], at, e));
             i = e;
         } else {
             i = j;

@@ -94,7 +94,6 @@ impl MathVerdict {
     }
 }
 
-/// The contents of every `\boxed{…}` / `\fbox{…}` (also `\boxed 5`), in order.
 /// Compares two normalised single answers; returns how they matched.
 fn equal_one(a: &str, l: &str, tol: f64) -> (bool, &'static str) {
     if a == l {
