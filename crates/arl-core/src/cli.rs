@@ -349,8 +349,9 @@ impl Input {
         let mut inp = Input::open(spec)?;
         if inp.paths.len() == 1 && output.format == Format::Parquet && !env_flag("ARL_NO_PASS_THROUGH") {
             let rd = RecordReader::open_projected(&inp.paths[0], Some(reads))?;
+            // The reader is kept either way: a pipe cannot be opened twice.
+            inp.next_path = 1;
             if let Some(src) = rd.parquet_source().filter(|s| s.passes_through()).cloned() {
-                inp.next_path = 1;
                 inp.reader = Some(rd);
                 inp.columns = Some(reads.to_vec());
                 inp.projected.push(src.clone());
@@ -361,6 +362,7 @@ impl Input {
                 };
                 return Ok((inp, out));
             }
+            inp.reader = Some(rd.whole());
         }
         let out = output.open()?;
         Ok((inp, out))

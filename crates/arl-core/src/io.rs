@@ -184,6 +184,14 @@ impl RecordReader {
         }
     }
 
+    /// This reader without its projection: every column, whole records.
+    pub fn whole(mut self) -> RecordReader {
+        if let Inner::Parquet { mask, .. } = &mut self.inner {
+            *mask = None;
+        }
+        self
+    }
+
     /// Whether a projection is in force (records carry their source row).
     pub fn is_projected(&self) -> bool {
         matches!(&self.inner, Inner::Parquet { mask: Some(_), .. })

@@ -265,3 +265,19 @@ fn stats_read_only_their_columns_and_agree_with_jsonl() {
         by_run.stdout_str()
     );
 }
+
+#[test]
+fn stdin_reaches_a_parquet_output_whole_in_either_format() {
+    let d = tmpdir();
+    inputs(d.path(), "in", &records(false));
+    // The reader opened to decide on pass-through is the one that reads: a
+    // pipe cannot be opened twice (JSONL on stdin takes the record path).
+    let jsonl = std::fs::read(d.path().join("in.jsonl")).unwrap();
+    let pq = std::fs::read(d.path().join("in.parquet")).unwrap();
+    for (name, bytes) in [("jsonl", &jsonl), ("parquet", &pq)] {
+        let out = format!("out-{name}.parquet");
+        run_in(d.path(), "arl-advantage", &["-q", "-o", &out], bytes).ok();
+        let n = arl_core::io::read_all(&d.path().join(&out)).unwrap().len();
+        assert_eq!(n, N, "{name} on stdin: {n} of {N} records reached the output");
+    }
+}
