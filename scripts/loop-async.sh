@@ -37,7 +37,8 @@ fi
 SPOOL=${SPOOL:-$RUN/spool}
 MAX_AHEAD=${MAX_AHEAD:-2}
 MAX_STALENESS=${MAX_STALENESS:-2}
-mkdir -p "$RUN"/{logs,ckpt,steps,eval} "$SPOOL"/{ready,claimed,done}
+mkdir -p "$RUN"/{logs,ckpt,steps,eval}
+track_start "$SPOOL"/{ready,claimed,done}
 rm -f "$SPOOL"/ready/.tmp-*
 [ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$MODEL")" "$RUN/ckpt/step-0"
 last=0
@@ -68,9 +69,9 @@ producer() {
     while [ "$(find "$SPOOL/ready" -name 'batch-*.jsonl' | wc -l)" -ge "$MAX_AHEAD" ]; do sleep 0.2; done
     local tmp="$SPOOL/ready/.tmp-$k" out
     out=$SPOOL/ready/batch-$(printf %06d "$k").jsonl
-    "$BIN/arl-rollout" -q -i "$PROMPTS" --batch-size "$BATCH" --step "$k" --seed "$SEED" \
+    arl arl-rollout -q -i "$PROMPTS" --batch-size "$BATCH" --step "$k" --seed "$SEED" \
         --endpoint "$ENDPOINT" --tokenizer "$MODEL" -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
-      | "$BIN/arl-reward" -q $REWARD_ARGS >"$tmp"
+      | arl arl-reward -q $REWARD_ARGS >"$tmp"
     mv "$tmp" "$out"
     k=$((k + 1))
   done
@@ -96,9 +97,9 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
       claimed=$SPOOL/claimed/step-$step.$(basename "$next")
       mv "$next" "$claimed"
     fi
-    "$BIN/arl-filter" -q $FILTER_ARGS --current-version "$((step - 1))" --max-staleness "$MAX_STALENESS" \
+    arl arl-filter -q $FILTER_ARGS --current-version "$((step - 1))" --max-staleness "$MAX_STALENESS" \
         --stats-json "$d/filter.json" -i "$claimed" \
-      | "$BIN/arl-advantage" -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
+      | arl arl-advantage -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
     [ -s "$d/batch.jsonl" ] && break
     # Every sample of this batch is too old: it is spent, not trained.
     log "step $step: $(basename "$claimed") is entirely staler than $MAX_STALENESS versions; dropped"
@@ -110,7 +111,7 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
   sync_to "$step"
   cp "$claimed" "$d/scored.jsonl"
   mv "$claimed" "$SPOOL/done/"
-  "$BIN/arl-inspect" stats -q --json -i "$d/scored.jsonl" >"$d/stats.json"
+  arl arl-inspect stats -q --json -i "$d/scored.jsonl" >"$d/stats.json"
   n=$(jq .records "$d/stats.json"); samples=$((samples + n))
   jq -nc --argjson step "$step" --slurpfile st "$d/stats.json" --slurpfile f "$d/filter.json" \
      --slurpfile tm <(tail -n 1 "$d/train-metrics.jsonl") --arg b "$(basename "$claimed")" --argjson ts "$(elapsed "$t0")" \
@@ -123,3 +124,4 @@ done
 wall=$(elapsed "$T0")
 jq -nc --argjson s "$samples" --argjson w "$wall" --argjson steps "$STEPS" \
   '{phase: "async", steps: $steps, samples: $s, seconds: $w, samples_per_s: ($s / $w)}' | tee -a "$RUN/metrics.jsonl" >&2
+track_stop

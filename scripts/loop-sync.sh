@@ -20,7 +20,8 @@
 # BATCH, N, ROLLOUT_ARGS, REWARD_ARGS, FILTER_ARGS, ESTIMATOR, ADV_ARGS,
 # TRAIN_ARGS, CRITIC, CRITIC_ARGS, VALUES_ARGS, SEED (scripts/lib/loop.sh); ENDPOINT (default: start arl-serve on PORT, 30123);
 # SYNC_ARGS (default: --endpoint $ENDPOINT); EVAL_PROMPTS with EVAL_EVERY and
-# EVAL_K for held-out evaluation; EXP: an experiment file to source first.
+# EVAL_K for held-out evaluation; EXP: an experiment file to source first;
+# TRACKING=tensorboard,wandb,mlflow to forward the metrics (scripts/track.py).
 #
 # It resumes: a step whose checkpoint exists is done (checkpoints appear
 # atomically); a re-run continues after the last one and re-syncs it.
@@ -31,6 +32,7 @@ cd "$(dirname "$0")/.."
 : "${RUN:?set RUN}" "${MODEL:?set MODEL}" "${PROMPTS:?set PROMPTS}" "${STEPS:?set STEPS}"
 . scripts/lib/loop.sh
 mkdir -p "$RUN"/{logs,ckpt,steps,eval}
+track_start
 [ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$MODEL")" "$RUN/ckpt/step-0"
 init_critic
 last=0
@@ -57,3 +59,4 @@ wall=$(echo "$(elapsed "$T0") - $eval_s" | bc)
 jq -nc --argjson s "$samples" --argjson w "$wall" --argjson first "$((last + 1))" --argjson steps "$STEPS" \
   'if $s > 0 then {phase: "sync", steps: ($steps - $first + 1), samples: $s, seconds: $w, samples_per_s: ($s / $w)} else empty end' \
   | tee -a "$RUN/metrics.jsonl" >&2
+track_stop

@@ -13,6 +13,12 @@
 #      evaluation every EVAL_EVERY steps and after the last one
 #   5. scripts/plot.py → reward.svg; a one-screen summary
 #
+# TRACKING=tensorboard,wandb,mlflow (in the experiment file or the
+# environment) also sends every metric to those backends as the run goes
+# (scripts/track.py: TensorBoard event files, an offline W&B run and an
+# MLflow store under $RUN/tracking/, the experiment's variables as
+# hyper-parameters, the exact commands attached).
+#
 # Re-running with RESUME=1 continues an interrupted run from its last
 # complete step (checkpoints are written atomically, so a step either has
 # its checkpoint or is redone).
@@ -32,6 +38,9 @@ if [ "${RESUME:-0}" != 1 ]; then
 fi
 mkdir -p "$RUN"/{logs,ckpt,data,steps,eval}
 cp "$EXP" "$RUN/experiment.env"
+# TRACKING=tensorboard,wandb,mlflow (any of them, or all): every metrics line
+# also goes to those backends (scripts/track.py; records in $RUN/tracking/).
+track_start
 env | grep -E '^(SEED|STEPS|BATCH|N|SFT_N|EVAL_N|EVAL_K|TASK_ARGS|SFT_TASK_ARGS|SFT_ARGS|ROLLOUT_ARGS|TRAIN_ARGS|ADV_ARGS)=' \
   >"$RUN/overrides.env" || true
 # 1. model and data --------------------------------------------------------
@@ -42,25 +51,25 @@ if [ -n "${BASE_MODEL:-}" ]; then
   [ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$BASE_MODEL")" "$RUN/ckpt/step-0"
 elif [ ! -d "$RUN/ckpt/init" ]; then
   log "model: arl-train init --config $MODEL_CONFIG (tokenizer: character-level, $TEMPLATE chat template)"
-  "$BIN/arl-train" make-tokenizer --template "$TEMPLATE" --out "$RUN/tokenizer"
-  "$BIN/arl-train" init --config "$MODEL_CONFIG" --tokenizer "$RUN/tokenizer" --out "$RUN/ckpt/init" --seed "${INIT_SEED:-$SEED}"
+  arl arl-train make-tokenizer --template "$TEMPLATE" --out "$RUN/tokenizer"
+  arl arl-train init --config "$MODEL_CONFIG" --tokenizer "$RUN/tokenizer" --out "$RUN/ckpt/init" --seed "${INIT_SEED:-$SEED}"
 fi
 PROMPTS=$RUN/data/train-prompts.jsonl
 EVAL_PROMPTS=$RUN/data/eval-prompts.jsonl
 # An experiment may define `make_prompts N SEED OUT` (e.g. a mix of levels);
 # otherwise: arl-tasks $TASK $TASK_ARGS.
 if ! declare -F make_prompts >/dev/null; then
-  make_prompts() { "$BIN/arl-tasks" "$TASK" -q -n "$1" $TASK_ARGS --seed "$2" -o "$3"; }
+  make_prompts() { arl arl-tasks "$TASK" -q -n "$1" $TASK_ARGS --seed "$2" -o "$3"; }
 fi
 make_prompts "$((BATCH * STEPS))" "$((SEED + 1000))" "$PROMPTS"
 make_prompts "$EVAL_N" "$((SEED + 2000))" "$EVAL_PROMPTS"
 
 # 2. SFT warm start -----------------------------------------------------------
 if [ -z "${BASE_MODEL:-}" ] && [ ! -d "$RUN/ckpt/step-0" ]; then
-  "$BIN/arl-tasks" "$TASK" -q -n "$SFT_N" $TASK_ARGS $SFT_TASK_ARGS --with-solutions --seed "$SEED" -o "$RUN/data/sft.jsonl"
+  arl arl-tasks "$TASK" -q -n "$SFT_N" $TASK_ARGS $SFT_TASK_ARGS --with-solutions --seed "$SEED" -o "$RUN/data/sft.jsonl"
   log "SFT: $SFT_N demonstrations ($SFT_TASK_ARGS) → ckpt/step-0"
   t=$(now)
-  "$BIN/arl-train" --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.jsonl" \
+  arl arl-train --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.jsonl" \
       $SFT_ARGS --seed "$SEED" --metrics "$RUN/logs/sft-metrics.jsonl" 2>"$RUN/logs/sft.log"
   jq -c --arg s "$(elapsed "$t")" -s '{phase: "sft", steps: length, loss_first: .[0].loss, loss_last: .[-1].loss, seconds: ($s|tonumber)}' \
     "$RUN/logs/sft-metrics.jsonl" >>"$RUN/metrics.jsonl"
@@ -88,3 +97,4 @@ RUN=$RUN MODEL=$RUN/ckpt/step-0 PROMPTS=$PROMPTS EVAL_PROMPTS=$EVAL_PROMPTS STEP
 # 5. plot and summary ------------------------------------------------------------
 python3 scripts/plot.py "$RUN/metrics.jsonl" -o "$RUN/reward.svg" --title "${TITLE:-${EXP_TITLE:-arl $NAME}}"
 scripts/summary.sh "$RUN" "$(elapsed "$T_START")" | tee "$RUN/summary.txt"
+track_stop

@@ -3,6 +3,8 @@
 #
 #   scripts/setup.sh           what building arl and `make demo` need
 #   scripts/setup.sh --tests   ... and what only the tests and benchmarks need
+#   scripts/setup.sh --tracking   ... and the experiment-tracking libraries
+#                              (TensorBoard, W&B, MLflow: scripts/track.py)
 #
 #  * Debian packages. To build: a C/C++ toolchain, pkg-config, python3-venv,
 #    OpenMPI (for data-parallel `arl-train`; without it the trainer builds
@@ -14,8 +16,10 @@
 #    HTTPS tests make a throwaway certificate authority).
 #  * A Python virtualenv, cached OUTSIDE the repository, holding the PyPI wheel
 #    torch==2.13.0 (the libtorch that `tch` 0.26 links against:
-#    scripts/requirements.txt) and, with --tests, the pinned packages the tests
-#    and benchmarks compare against (scripts/requirements-test.txt).
+#    scripts/requirements.txt), with --tracking the tracking libraries
+#    (scripts/requirements-track.txt) and, with --tests, those and the pinned
+#    packages the tests and benchmarks compare against
+#    (scripts/requirements-test.txt).
 #  * scripts/env.sh, sourced by every script, exports the variables that wire
 #    `tch` to that libtorch.
 #
@@ -33,11 +37,14 @@ venv=$cache/venv-torch-2.13.0
 mkdir -p "$cache"
 
 tests=0
-case "${1:-}" in
-  --tests) tests=1 ;;
-  "") ;;
-  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
-esac
+tracking=0
+for a in "$@"; do
+  case "$a" in
+    --tests) tests=1; tracking=1 ;;
+    --tracking) tracking=1 ;;
+    *) echo "usage: scripts/setup.sh [--tests] [--tracking]" >&2; exit 2 ;;
+  esac
+done
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -77,6 +84,7 @@ if [ "${ARL_NO_TORCH:-0}" != 1 ]; then
     python3 -m venv "$venv"
   fi
   install_reqs "$here/requirements.txt"
+  [ "$tracking" = 1 ] && install_reqs "$here/requirements-track.txt"
   [ "$tests" = 1 ] && install_reqs "$here/requirements-test.txt"
 fi
 log "ok"

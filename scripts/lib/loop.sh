@@ -53,10 +53,78 @@ log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc; }
 
+# arl TOOL ARGS…: runs $BIN/TOOL, first appending the exact command (shell-
+# quoted, arguments expanded) to $RUN/logs/commands.log: the run's record of
+# what it ran, attached to the tracking backends' runs.
+arl() {
+  local t=$1 line
+  shift
+  printf -v line ' %q' "$@"
+  [ -d "$RUN/logs" ] && printf '%q%s\n' "$BIN/$t" "$line" >>"$RUN/logs/commands.log"
+  "$BIN/$t" "$@"
+}
+# arl_exec TOOL ARGS…: the same, replacing the (sub)shell.
+arl_exec() {
+  local t=$1 line
+  shift
+  printf -v line ' %q' "$@"
+  [ -d "$RUN/logs" ] && printf '%q%s\n' "$BIN/$t" "$line" >>"$RUN/logs/commands.log"
+  exec "$BIN/$t" "$@"
+}
+
+# write_params: $RUN/params.env, the run's hyper-parameters for the tracking
+# backends: every variable the experiment file ($EXP) sets and every loop
+# variable, with its effective value.
+write_params() {
+  local v vars=""
+  if [ -n "${EXP:-}" ] && [ -f "$EXP" ]; then
+    vars=$(grep -oE '^[A-Z][A-Z0-9_]*=' "$EXP" | tr -d =)
+  fi
+  vars="$vars BIN RUN MODEL PROMPTS EVAL_PROMPTS STEPS BATCH N SEED TEMPERATURE ROLLOUT_ARGS REWARD_ARGS FILTER_ARGS
+    ESTIMATOR ADV_ARGS TRAIN_ARGS CRITIC CRITIC_ARGS VALUES_ARGS KEEP_OPTIMIZER EVAL_EVERY EVAL_K SERVE_ARGS
+    SYNC_ARGS ENDPOINT MAX_AHEAD MAX_STALENESS"
+  {
+    if [ -n "${EXP:-}" ]; then printf 'EXPERIMENT=%s\n' "$EXP"; fi
+    for v in $(printf '%s\n' $vars | awk '!seen[$0]++'); do
+      if [ -n "${!v+x}" ]; then printf '%s=%s\n' "$v" "${!v}"; fi
+    done
+  } >"$RUN/params.env.tmp"
+  mv "$RUN/params.env.tmp" "$RUN/params.env"
+}
+
+# track_start: with TRACKING set (any of tensorboard,wandb,mlflow, or all),
+# scripts/track.py follows this script's run directory in the background and
+# forwards every metrics line to those backends (records in $RUN/tracking/,
+# its log in $RUN/logs/tracking.log). One tracker per run: a loop script
+# started by run.sh leaves it to run.sh's.
+track_start() {
+  [ -n "${TRACKING:-}" ] || return 0
+  [ -n "${ARL_TRACKER_PID:-}" ] && kill -0 "$ARL_TRACKER_PID" 2>/dev/null && return 0
+  local py=${ARL_PYTHON:-${ARL_CACHE:-$HOME/.cache/arl}/venv-torch-2.13.0/bin/python}
+  scripts/setup.sh --tracking >&2
+  write_params
+  "$py" scripts/track.py --to "$TRACKING" --run "$RUN" --name "${NAME:-$(basename "$RUN")}" --follow $$ \
+    2>>"$RUN/logs/tracking.log" &
+  ARL_TRACKER_PID=$!
+  TRACKER_MINE=$ARL_TRACKER_PID
+  export ARL_TRACKER_PID
+  log "tracking: $TRACKING → $RUN/tracking/ (log: $RUN/logs/tracking.log)"
+}
+
+# track_stop: the tracker forwards what is left and closes its runs as
+# finished (a script that dies instead leaves them closed as failed).
+track_stop() {
+  [ -n "${TRACKER_MINE:-}" ] || return 0
+  kill -TERM "$TRACKER_MINE" 2>/dev/null || true
+  wait "$TRACKER_MINE" 2>/dev/null || log "tracking: the tracker failed (see $RUN/logs/tracking.log)"
+  TRACKER_MINE=
+}
+
 # start_server DIR PORT VERSION: arl-serve on loopback, waits for /health.
 start_server() {
   local dir=$1 port=$2 version=$3
-  "$BIN/arl-serve" --model-path "$dir" --port "$port" --weight-version "$version" ${SERVE_ARGS:-} \
+  # exec: SERVER_PID is arl-serve's own.
+  (arl_exec arl-serve --model-path "$dir" --port "$port" --weight-version "$version" ${SERVE_ARGS:-}) \
     >>"$RUN/logs/serve.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 300); do
@@ -100,7 +168,7 @@ train_step() {
   is_gae && critic="--train-critic --critic $RUN/critic/step-$((step - 1)) --critic-save $RUN/critic/step-$step $CRITIC_ARGS"
   # The log-probs are of the distribution the rollout sampled from: logits / TEMPERATURE.
   echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl --temperature $TEMPERATURE $TRAIN_ARGS $critic --seed $((SEED + step))" >"$d/train.cmd"
-  "$BIN/arl-train" -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" --temperature "$TEMPERATURE" $TRAIN_ARGS $critic \
+  arl arl-train -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" --temperature "$TEMPERATURE" $TRAIN_ARGS $critic \
       --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
 }
 
@@ -128,7 +196,7 @@ init_critic() {
 # under gae; unchanged otherwise.
 values_of() {
   if is_gae; then
-    "$BIN/arl-train" values -q --critic "$RUN/critic/step-$(($1 - 1))" $VALUES_ARGS
+    arl arl-train values -q --critic "$RUN/critic/step-$(($1 - 1))" $VALUES_ARGS
   else
     cat
   fi
@@ -136,7 +204,7 @@ values_of() {
 
 # sync_to STEP: pushes ckpt/step-STEP to $ENDPOINT (or $SYNC_ARGS) as weight version STEP.
 sync_to() {
-  "$BIN/arl-sync" --checkpoint "$RUN/ckpt/step-$1" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$1" \
+  arl arl-sync --checkpoint "$RUN/ckpt/step-$1" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$1" \
     >>"$RUN/logs/sync.log" 2>&1
 }
 
@@ -164,14 +232,14 @@ jget() { jq -c "$2 // null" "$1"; }
 eval_policy() {
   local step=$1 endpoint=$2 tok=$3 d="$RUN/eval/step-$1"
   mkdir -p "$d"
-  "$BIN/arl-rollout" -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
+  arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
       -n 1 --temperature 0 $ROLLOUT_ARGS \
-    | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/greedy.jsonl"
-  "$BIN/arl-rollout" -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
+    | arl arl-reward -q $REWARD_ARGS -o "$d/greedy.jsonl"
+  arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
       -n "${EVAL_K:-8}" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
-    | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/sampled.jsonl"
-  "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/greedy.jsonl" >"$d/greedy.stats.json"
-  "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/sampled.jsonl" >"$d/sampled.stats.json"
+    | arl arl-reward -q $REWARD_ARGS -o "$d/sampled.jsonl"
+  arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/greedy.jsonl" >"$d/greedy.stats.json"
+  arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/sampled.jsonl" >"$d/sampled.stats.json"
   local g gl gf sl
   g=$(accuracy "$d/greedy.jsonl")
   gl=$(lenient "$d/greedy.jsonl")
@@ -203,16 +271,16 @@ rl_step() {
   local step=$1 endpoint=$2 policy=$3 out=$4 d="$RUN/steps/step-$1" t0 t1 t2
   mkdir -p "$d"
   t0=$(now)
-  "$BIN/arl-rollout" -q -i "$PROMPTS" --batch-size "$BATCH" --step "$((step - 1))" --seed "$SEED" \
+  arl arl-rollout -q -i "$PROMPTS" --batch-size "$BATCH" --step "$((step - 1))" --seed "$SEED" \
       --endpoint "$endpoint" --tokenizer "$policy" -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
-    | "$BIN/arl-reward" -q $REWARD_ARGS -o "$d/scored.jsonl"
+    | arl arl-reward -q $REWARD_ARGS -o "$d/scored.jsonl"
   t1=$(now)
-  "$BIN/arl-filter" -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
+  arl arl-filter -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
     | values_of "$step" \
-    | "$BIN/arl-advantage" -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
+    | arl arl-advantage -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
   train_step "$step" "$policy" "$out" "$d"
   t2=$(now)
-  "$BIN/arl-inspect" stats -q --json ${STATS_BY:-} -i "$d/scored.jsonl" >"$d/stats.json"
+  arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/scored.jsonl" >"$d/stats.json"
   local acc
   acc=$(accuracy "$d/scored.jsonl")
   jq -nc --argjson step "$step" --argjson acc "$acc" --slurpfile st "$d/stats.json" \

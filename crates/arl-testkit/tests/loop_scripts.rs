@@ -1,7 +1,8 @@
 //! The loop scripts (`scripts/loop-sync.sh`, `scripts/loop-async.sh`,
 //! `scripts/replay.sh`) on a tiny model made here, each against its own
 //! `arl-serve` on loopback: the synchronous loop and a bit-for-bit replay of
-//! one of its steps; the asynchronous loop, stopped, left with the debris of a
+//! one of its steps, every metric also sent to TensorBoard, W&B (offline) and
+//! MLflow and read back with their readers; the asynchronous loop, stopped, left with the debris of a
 //! crash (a half-written batch, a claimed batch never trained) and resumed —
 //! every batch is trained exactly once, in order of claim.
 use arl_testkit::common;
@@ -55,19 +56,76 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// What the tracking backends hold, read back with each library's reader
+/// (scripts/testdata/read_tracking.py), equals metrics.jsonl and the
+/// trainer's lines, once each across a resume, with the run's variables as
+/// hyper-parameters and its commands attached.
+fn tracked_equals_metrics(run: &Path, m: &[serde_json::Value]) {
+    let py = common::python().expect("ARL_PYTHON: run the tests with `make test`");
+    let reader = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/testdata/read_tracking.py");
+    let out = Command::new(py).arg(reader).arg(run.join("tracking")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Every numeric field of every rl line, at its step.
+    let mut want: Vec<(String, u64, f64)> = Vec::new();
+    for x in m.iter().filter(|x| x["phase"] == "rl") {
+        for (k, v) in x.as_object().unwrap() {
+            if let (Some(v), false) = (v.as_f64(), k == "step") {
+                want.push((format!("rl/{k}"), x["step"].as_u64().unwrap(), v));
+            }
+        }
+    }
+    // The trainer's lines, in order, at the optimizer step counted over the run.
+    let mut train = Vec::new();
+    for s in 1..=3 {
+        train.extend(lines(&run.join(format!("steps/step-{s}/train-metrics.jsonl"))));
+    }
+    for (i, x) in train.iter().enumerate() {
+        want.push(("train/loss".into(), i as u64 + 1, x["loss"].as_f64().unwrap()));
+        want.push(("train/grad_norm".into(), i as u64 + 1, x["grad_norm"].as_f64().unwrap()));
+    }
+    assert!(want.iter().any(|w| w.0 == "rl/reward_mean") && train.len() >= 3);
+    for backend in ["tensorboard", "wandb", "mlflow"] {
+        let sc = &t[backend]["scalars"];
+        for (key, step, v) in &want {
+            let pts = sc[key].as_array().unwrap_or_else(|| panic!("{backend}: no `{key}`: {sc}"));
+            let at: Vec<f64> =
+                pts.iter().filter(|p| p[0].as_u64() == Some(*step)).map(|p| p[1].as_f64().unwrap()).collect();
+            // Once (the resumed run sent nothing twice); TensorBoard keeps float32.
+            assert_eq!(at.len(), 1, "{backend} `{key}` at step {step}: {pts:?}");
+            assert!((at[0] - v).abs() <= 1e-6 * v.abs().max(1.0), "{backend} `{key}` at {step}: {} vs {v}", at[0]);
+        }
+    }
+    // Hyper-parameters and the commands.
+    assert_eq!(t["mlflow"]["params"]["BATCH"], "4", "{}", t["mlflow"]);
+    assert_eq!(t["mlflow"]["status"], "FINISHED");
+    assert!(t["mlflow"]["artifacts"].as_array().unwrap().iter().any(|a| a == "commands.log"));
+    assert_eq!(t["wandb"]["config"]["TRAIN_ARGS"], "--lr 1e-3", "{}", t["wandb"]["config"]);
+    assert!(t["wandb"]["files"].as_array().unwrap().iter().any(|a| a == "commands.log"));
+    let texts = t["tensorboard"]["texts"].as_array().unwrap();
+    assert!(texts.iter().any(|x| x.as_str().unwrap().starts_with("config/params")), "{texts:?}");
+    let cmds = std::fs::read_to_string(run.join("logs/commands.log")).unwrap();
+    for tool in ["arl-serve", "arl-rollout", "arl-reward", "arl-filter", "arl-advantage", "arl-train", "arl-sync"] {
+        assert!(cmds.lines().any(|l| l.contains(&format!("/{tool} "))), "no {tool} in commands.log:\n{cmds}");
+    }
+}
+
 #[test]
 fn sync_loop_runs_resumes_and_replays_bit_for_bit() {
     let d = common::tmpdir();
     let p = d.path();
     make_model(p);
     let run = p.join("run");
-    let r = script(p, "loop-sync.sh", &[("RUN", run.to_str().unwrap()), ("STEPS", "2"), ("PORT", "30141")]);
+    // With every tracking backend on (scripts/track.py follows the run).
+    let vars = |steps| [("RUN", run.to_str().unwrap()), ("STEPS", steps), ("PORT", "30141"), ("TRACKING", "all")];
+    let r = script(p, "loop-sync.sh", &vars("2"));
     assert_eq!(r.code, 0, "{}", r.stderr);
     // Resume: two more steps continue after step 2.
-    let r = script(p, "loop-sync.sh", &[("RUN", run.to_str().unwrap()), ("STEPS", "3"), ("PORT", "30141")]);
+    let r = script(p, "loop-sync.sh", &vars("3"));
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("ckpt/step-2 on"), "resumed from step 2: {}", r.stderr);
     let m = lines(&run.join("metrics.jsonl"));
+    tracked_equals_metrics(&run, &m);
     let steps: Vec<u64> = m.iter().filter(|x| x["phase"] == "rl").map(|x| x["step"].as_u64().unwrap()).collect();
     assert_eq!(steps, vec![1, 2, 3]);
     for x in m.iter().filter(|x| x["phase"] == "rl") {
