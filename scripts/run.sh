@@ -64,13 +64,76 @@ fi
 make_prompts "$((BATCH * STEPS))" "$((SEED + 1000))" "$PROMPTS"
 make_prompts "$EVAL_N" "$((SEED + 2000))" "$EVAL_PROMPTS"
 
+# A server this script starts (evaluations, SFT checks) ends with it.
+trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
+
 # 2. SFT warm start -----------------------------------------------------------
+# With SFT_CHECK_EVERY=K, SFT runs K optimizer steps at a time (arl-train
+# --max-steps, then --resume: one schedule over the whole input) and after
+# each stretch samples SFT_CHECK_N held-out prompts × SFT_CHECK_K from the
+# checkpoint: once the samples that call the tool answer right at least
+# SFT_STOP_COPY of the time — the copying of the tool's result into the
+# answer, which RL builds on, has formed — SFT stops; SFT_N demonstrations
+# are the most it runs. Each check is a {"phase":"sft_check"} line.
+sft_until_copying() {
+  local k=0 prev="$RUN/ckpt/init" resume="" out n steps=0 c d
+  make_prompts "${SFT_CHECK_N:-32}" "$((SEED + 4000))" "$RUN/data/sft-check-prompts.jsonl"
+  : >"$RUN/logs/sft-metrics.jsonl"
+  while :; do
+    k=$((k + 1))
+    out=$RUN/ckpt/sft-$k
+    arl arl-train --loss sft --model "$prev" $resume --save "$out" -i "$RUN/data/sft.jsonl" $SFT_ARGS --seed "$SEED" \
+        --max-steps "$SFT_CHECK_EVERY" --metrics "$RUN/logs/sft-metrics-$k.jsonl" 2>>"$RUN/logs/sft.log"
+    n=$(wc -l <"$RUN/logs/sft-metrics-$k.jsonl")
+    cat "$RUN/logs/sft-metrics-$k.jsonl" >>"$RUN/logs/sft-metrics.jsonl"
+    rm -f "$RUN/logs/sft-metrics-$k.jsonl"
+    steps=$((steps + n))
+    if [ ! -d "$out" ] || [ "$n" = 0 ]; then out=$prev; break; fi
+    [ "$prev" != "$RUN/ckpt/init" ] && rm -rf "$prev"
+    prev=$out
+    resume=--resume
+    # The end of the input (a resume after it would start the input again).
+    [ "$(jq '.input.complete // false' "$out/trainer_state/state.json")" = true ] && break
+    d=$RUN/eval/sft-check-$steps
+    mkdir -p "$d"
+    start_server "$out" "$PORT" 0
+    arl arl-rollout -q -i "$RUN/data/sft-check-prompts.jsonl" --endpoint "$URL" --tokenizer "$out" \
+        -n "${SFT_CHECK_K:-8}" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
+      | arl arl-reward -q $REWARD_ARGS -o "$d/sampled.jsonl"
+    kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
+    c=$(jq -sc --argjson step "$steps" '[.[] | select((.tool_calls // 0) > 0)] as $t
+        | {phase: "sft_check", step: $step, tool_call_rate: (($t | length) / length),
+           copy_accuracy: (if ($t | length) == 0 then 0 else ([$t[] | if (.reward_detail.score // .reward // 0) >= 1 then 1 else 0 end] | add) / ($t | length) end)}' \
+        "$d/sampled.jsonl")
+    echo "$c" >>"$RUN/metrics.jsonl"
+    log "SFT check at step $steps: $(jq -r '"tool calls \(.tool_call_rate*100|round/100), right when calling the tool \(.copy_accuracy*100|round/100)"' <<<"$c")"
+    if [ "$(jq --argjson x "${SFT_STOP_COPY:-0.5}" '.copy_accuracy >= $x' <<<"$c")" = true ]; then
+      break
+    fi
+  done
+  mv "$out" "$RUN/ckpt/step-0"
+}
+
 if [ -z "${BASE_MODEL:-}" ] && [ ! -d "$RUN/ckpt/step-0" ]; then
   arl arl-tasks "$TASK" -q -n "$SFT_N" $TASK_ARGS $SFT_TASK_ARGS --with-solutions --seed "$SEED" -o "$RUN/data/sft.jsonl"
-  log "SFT: $SFT_N demonstrations ($SFT_TASK_ARGS) → ckpt/step-0"
+  # A warm-up: SFT_WARMUP_N demonstrations (SFT_WARMUP_TASK_ARGS) trained
+  # first — arl-train keeps the file's order — within the same run and schedule.
+  if [ "${SFT_WARMUP_N:-0}" -gt 0 ]; then
+    arl arl-tasks "$TASK" -q -n "$SFT_WARMUP_N" $TASK_ARGS ${SFT_WARMUP_TASK_ARGS:-} --with-solutions --seed "$((SEED + 3000))" \
+      -o "$RUN/data/sft-warmup.jsonl"
+    cat "$RUN/data/sft-warmup.jsonl" "$RUN/data/sft.jsonl" >"$RUN/data/sft.jsonl.tmp"
+    mv "$RUN/data/sft.jsonl.tmp" "$RUN/data/sft.jsonl"
+    log "SFT warm-up: the first $SFT_WARMUP_N demonstrations with ${SFT_WARMUP_TASK_ARGS:-no extra flags}"
+  fi
   t=$(now)
-  arl arl-train --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.jsonl" \
-      $SFT_ARGS --seed "$SEED" --metrics "$RUN/logs/sft-metrics.jsonl" 2>"$RUN/logs/sft.log"
+  if [ "${SFT_CHECK_EVERY:-0}" -gt 0 ]; then
+    log "SFT: at most $SFT_N demonstrations ($SFT_TASK_ARGS), until the tool-calling samples are right ≥ ${SFT_STOP_COPY:-0.5} of the time → ckpt/step-0"
+    sft_until_copying
+  else
+    log "SFT: $SFT_N demonstrations ($SFT_TASK_ARGS) → ckpt/step-0"
+    arl arl-train --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.jsonl" \
+        $SFT_ARGS --seed "$SEED" --metrics "$RUN/logs/sft-metrics.jsonl" 2>"$RUN/logs/sft.log"
+  fi
   jq -c --arg s "$(elapsed "$t")" -s '{phase: "sft", steps: length, loss_first: .[0].loss, loss_last: .[-1].loss, seconds: ($s|tonumber)}' \
     "$RUN/logs/sft-metrics.jsonl" >>"$RUN/metrics.jsonl"
   tail -n 1 "$RUN/metrics.jsonl" | jq -r '"SFT: \(.steps) steps, loss \(.loss_first*1000|round/1000) → \(.loss_last*1000|round/1000), \(.seconds|round) s"' >&2
@@ -78,7 +141,6 @@ fi
 
 # 3–4. evaluate the SFT model, then GRPO (scripts/loop-sync.sh) ----------------
 if [ ! -d "$RUN/eval/step-0" ]; then
-  trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
   log "arl-serve: ckpt/step-0 on $URL; held-out evaluation of the $([ -n "${BASE_MODEL:-}" ] && echo base || echo SFT) model"
   start_server "$RUN/ckpt/step-0" "$PORT" 0
   eval_policy 0 "$URL" "$RUN/ckpt/step-0"

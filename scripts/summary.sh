@@ -7,6 +7,7 @@ m=$run/metrics.jsonl
 [ -f "$m" ] || { echo "summary.sh: no $m" >&2; exit 1; }
 echo "== $run"
 jq -r 'select(.phase=="sft") | "SFT          \(.steps) steps, loss \(.loss_first*1000|round/1000) → \(.loss_last*1000|round/1000) (\(.seconds|round) s)"' "$m"
+jq -rs '[.[] | select(.phase=="sft_check")] as $c | if ($c|length) > 0 then "SFT checks   right when calling the tool: " + ([$c[] | "\(.copy_accuracy*100|round/100) (step \(.step))"] | join(", ")) else empty end' "$m"
 echo "reward per RL step (sampled, training prompts):"
 jq -r 'select(.phase=="rl") | "  step \(.step|tostring|.[0:3])  reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls/sample \(.tool_call_rate*100|round/100)"' "$m"
 echo "held-out evaluation:"
