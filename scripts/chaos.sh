@@ -617,10 +617,34 @@ abuse_million() {
 # Each tries one escape; the verdict comes from the host side: the loopback
 # listener saw no connection, the planted secret is in no output, no file
 # appeared outside the sandbox, the host's processes are alive.
-SANDBOX_DONE=""
+# The same programs run twice: in the default sandbox (bubblewrap here) and,
+# as `sandbox-fallback/*` (SBX=_fallback), in the fallback that is used where
+# bubblewrap cannot be (ARL_SANDBOX_NO_BWRAP=1): bare namespaces plus Landlock.
+SBX=""
+SANDBOX_SETUP=""
 sandbox_run() {
-  [ -n "$SANDBOX_DONE" ] && return "$SANDBOX_RC"
-  SANDBOX_DONE=1
+  local done_var=SANDBOX_DONE$SBX rc_var=SANDBOX_RC$SBX secs_var=SANDBOX_SECONDS$SBX
+  if [ -n "${!done_var:-}" ]; then
+    SANDBOX_RC=${!rc_var} SANDBOX_SECONDS=${!secs_var}
+    return "$SANDBOX_RC"
+  fi
+  printf -v "$done_var" 1
+  sandbox_setup
+  local d=$W/sandbox extra=()
+  [ -n "$SBX" ] && extra=(ARL_SANDBOX_NO_BWRAP=1)
+  local t0=$SECONDS
+  env "${extra[@]}" CHAOS_TOKEN="$SECRET" "$BIN/arl-reward" --rm code --test-timeout 3 --memory-mb 512 --concurrency 4 \
+    -i "$d/escapes.jsonl" -o "$d/scored$SBX.jsonl" 2>"$d/reward$SBX.err"
+  SANDBOX_RC=$?
+  SANDBOX_SECONDS=$((SECONDS - t0))
+  printf -v "$rc_var" %s "$SANDBOX_RC"
+  printf -v "$secs_var" %s "$SANDBOX_SECONDS"
+  cat "$d/reward$SBX.err"
+  return "$SANDBOX_RC"
+}
+sandbox_setup() {
+  [ -n "$SANDBOX_SETUP" ] && return 0
+  SANDBOX_SETUP=1
   local d=$W/sandbox
   mkdir -p "$d"
   SECRET=chaos-secret-$RANDOM$RANDOM$RANDOM
@@ -735,19 +759,12 @@ for i, (name, code) in enumerate(progs.items()):
                       "response": "```python\n" + NOTE + code + "\n```",
                       "label": {"cases": [{"stdin": "", "stdout": "contained"}]}}))
 PY
-  local t0=$SECONDS
-  CHAOS_TOKEN=$SECRET "$BIN/arl-reward" --rm code --test-timeout 3 --memory-mb 512 --concurrency 4 \
-    -i "$d/escapes.jsonl" -o "$d/scored.jsonl" 2>"$d/reward.err"
-  SANDBOX_RC=$?
-  SANDBOX_SECONDS=$((SECONDS - t0))
-  cat "$d/reward.err"
-  return "$SANDBOX_RC"
 }
 # detail NAME: the record's reward_detail, compact.
-detail() { jq -c --arg n "escape:$1" 'select(.prompt_id == $n) | .reward_detail' "$W/sandbox/scored.jsonl"; }
+detail() { jq -c --arg n "escape:$1" 'select(.prompt_id == $n) | .reward_detail' "$W/sandbox/scored$SBX.jsonl"; }
 sandbox_common() {
   # Nothing anywhere shows the secret; the run completed; the host listener lives.
-  ! grep -rq "$SECRET" "$W/sandbox/scored.jsonl" "$W/sandbox/reward.err" && kill -0 "$LISTENER_PID" 2>/dev/null
+  ! grep -rq "$SECRET" "$W/sandbox/scored$SBX.jsonl" "$W/sandbox/reward$SBX.err" && kill -0 "$LISTENER_PID" 2>/dev/null
 }
 # escape NAME REWARD WHAT: REWARD 1 = the program ran to its end (and printed
 # `contained`), 0 = the sandbox stopped it.
@@ -785,6 +802,56 @@ escape_sleep() {
 }
 escape_stdout() { EXPECT="a program that closes stdout/stderr is scored 0, the run goes on"; escape close-stdout 0 "scored"; }
 escape_rlimits() { EXPECT="raising the rlimits fails; the memory limit still holds"; escape rlimits 0 "limits kept"; }
+
+# The fallback: the same escapes, and what it says about itself.
+landlock_enforced() { [ "$(jq -r '.reward_detail.sandbox.landlock.enforced' "$W/sandbox/scored_fallback.jsonl" | sort -u)" = true ]; }
+fallback() { SBX=_fallback; "$@"; local rc=$?; SBX=""; return $rc; }
+fallback_honest() {
+  EXPECT="one warning on stderr naming what is missing; every record says namespaces, degraded, and whether Landlock is enforced"
+  SBX=_fallback; sandbox_run; local rc=$? err=$W/sandbox/reward_fallback.err out=$W/sandbox/scored_fallback.jsonl; SBX=""
+  local warnings iso ll
+  warnings=$(grep -c "runs without bubblewrap" "$err")
+  iso=$(jq -r '.reward_detail.sandbox | "\(.isolation)/\(.degraded)"' "$out" | sort -u | tr '\n' ' ')
+  ll=$(jq -c '.reward_detail.sandbox.landlock' "$out" | sort -u | tr '\n' ' ')
+  OBS="rc $rc; $warnings warning(s); records: $iso; landlock: $ll"
+  [ "$rc" = 0 ] && [ "$warnings" = 1 ] && grep -q "no pid namespace" "$err" && [ "$iso" = "namespaces/true " ] \
+    && [ "$(jq -r '.reward_detail.sandbox.missing | index("private root filesystem") != null' "$out" | sort -u)" = true ]
+}
+fallback_strict() {
+  EXPECT="\`--sandbox strict\` refuses the fallback: exit 1, no output file, no sandbox run"
+  local d=$W/sandbox rc
+  sandbox_setup
+  ARL_SANDBOX_NO_BWRAP=1 "$BIN/arl-reward" --rm code --sandbox strict -i "$d/escapes.jsonl" -o "$d/strict.jsonl" 2>"$d/strict.err"
+  rc=$?
+  cat "$d/strict.err"
+  OBS="rc $rc; $(head -n 1 "$d/strict.err" | cut -c1-80)"
+  [ "$rc" = 1 ] && [ ! -e "$d/strict.jsonl" ] && grep -q "refusing" "$d/strict.err" && ! grep -q "runs without bubblewrap" "$d/strict.err"
+}
+# Landlock: where the kernel has it, host files are out of reach; where it
+# does not, the records must say so (and the escapes it would stop are not checked).
+fallback_landlock() { # fallback_landlock FUNCTION: FUNCTION when Landlock is enforced
+  SBX=_fallback; sandbox_run >/dev/null; SBX=""
+  if landlock_enforced; then fallback "$@"; else
+    EXPECT="(this kernel has no Landlock) the records say it is not enforced"
+    OBS="landlock: $(jq -c '.reward_detail.sandbox.landlock' "$W/sandbox/scored_fallback.jsonl" | sort -u)"
+    [ "$(jq -r '.reward_detail.sandbox.landlock.enforced' "$W/sandbox/scored_fallback.jsonl" | sort -u)" = false ]
+  fi
+}
+fallback_proc_escape() {
+  EXPECT="/proc is out of reach (Landlock): the program fails to list it; the secret in arl-reward's environment stays hidden"
+  local det; sandbox_run; det=$(detail proc-of-others)
+  OBS="reward $(jq -r .score <<<"$det"): $(jq -r '.reason // "ran to the end"' <<<"$det" | tr '\n' ' ' | cut -c1-70)"
+  [ "$SANDBOX_RC" = 0 ] && sandbox_common && ! grep -q "ESCAPED" <<<"$det" && grep -q "PermissionError" <<<"$det"
+}
+fallback_network() { fallback escape_network; }
+fallback_secret() { fallback_landlock escape_secret; }
+fallback_write() { fallback_landlock escape_write; }
+fallback_proc() { fallback_landlock fallback_proc_escape; }
+fallback_signals() { fallback escape_signals; }
+fallback_fork() { fallback escape_fork; }
+fallback_memory() { fallback escape_memory; }
+fallback_sleep() { fallback escape_sleep; }
+fallback_rlimits() { fallback escape_rlimits; }
 
 # --- fuzzing ------------------------------------------------------------------
 fuzz_all() {
@@ -857,6 +924,17 @@ scenario sandbox/memory-bomb escape_memory
 scenario sandbox/sleep escape_sleep
 scenario sandbox/close-stdout escape_stdout
 scenario sandbox/rlimits escape_rlimits
+scenario sandbox-fallback/honest fallback_honest
+scenario sandbox-fallback/strict fallback_strict
+scenario sandbox-fallback/network fallback_network
+scenario sandbox-fallback/host-file fallback_secret
+scenario sandbox-fallback/write-outside fallback_write
+scenario sandbox-fallback/proc fallback_proc
+scenario sandbox-fallback/signals fallback_signals
+scenario sandbox-fallback/fork-bomb fallback_fork
+scenario sandbox-fallback/memory-bomb fallback_memory
+scenario sandbox-fallback/sleep fallback_sleep
+scenario sandbox-fallback/rlimits fallback_rlimits
 fuzz_all
 
 echo "chaos: $PASS passed, $FAIL failed$([ "$FAIL" -gt 0 ] && echo ": ${FAILED[*]}")"

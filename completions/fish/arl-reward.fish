@@ -32,6 +32,9 @@ complete -c arl-reward -l weight -d 'regex: the reward for a match' -r
 complete -c arl-reward -l test-timeout -d 'code: time limit of one test or one stdin/stdout case, seconds' -r
 complete -c arl-reward -l memory-mb -d 'code: memory limit of the sandbox (address space), MiB' -r
 complete -c arl-reward -l sandbox-fusion-url -d 'code: run tests in a SandboxFusion server (base URL or the full `/run_code` URL) instead of the local sandbox' -r
+complete -c arl-reward -l sandbox -d 'code: how strict the local sandbox is: `auto` runs on bare namespaces (with a warning) where bubblewrap cannot be used, `strict` refuses to run there (exit 1), `namespaces` uses that fallback even where bubblewrap works' -r -f -a "auto\t'Bubblewrap when it works here, else bare namespaces (+ Landlock), said on stderr and in `reward_detail.sandbox`'
+strict\t'Bubblewrap, or refuse to run (exit 1) before reading any record'
+namespaces\t'Bare namespaces (+ Landlock) even where bubblewrap works'"
 complete -c arl-reward -l concurrency -d 'Records (or sandboxes) scored at once, for rewards that wait (code, remote)' -r
 complete -c arl-reward -l url -d 'remote: the scorer\'s URL' -r
 complete -c arl-reward -l timeout -d 'remote (and SandboxFusion): timeout of one request, seconds' -r

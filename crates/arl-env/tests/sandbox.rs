@@ -329,3 +329,172 @@ fn unshare_fallback_isolates_network_and_drops_root() {
     assert_eq!(py(&s, "while True: pass").outcome, Outcome::Timeout);
     assert!(t.elapsed().as_secs_f64() < 5.0);
 }
+
+/// A world-readable secret in a host directory outside any scratch, and a
+/// path beside it to write to: what the fallback's Landlock rules keep the
+/// code away from (the per-run uid alone does not: the file is mode 644).
+fn planted() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new().prefix("arl-landlock-test-").tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let secret = d.path().join("secret.txt");
+    std::fs::write(&secret, "LANDLOCK-SECRET-81").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let pwned = d.path().join("pwned");
+    (d, secret, pwned)
+}
+
+/// Tries everything a program should not do on the fallback path, and the
+/// things it must still do; prints one `name: ok|denied` line each.
+fn probe_program(secret: &std::path::Path, pwned: &std::path::Path) -> String {
+    format!(
+        r#"import os, subprocess
+def t(name, f):
+    try:
+        f(); print(name + ": ok")
+    except OSError:
+        print(name + ": denied")
+t("read-secret", lambda: open("{}").read())
+t("write-outside", lambda: open("{}", "w").write("x"))
+t("write-tmp", lambda: open("/tmp/arl-landlock-probe-{}", "w").write("x"))
+t("list-proc", lambda: os.listdir("/proc"))
+t("read-etc", lambda: open("/etc/hostname").read())
+t("write-scratch", lambda: open("inside.txt", "w").write("x"))
+t("devnull", lambda: open("/dev/null", "w").write("x"))
+t("exec", lambda: subprocess.run(["/bin/true"], check=True))
+"#,
+        secret.display(),
+        pwned.display(),
+        std::process::id()
+    )
+}
+
+fn verdict<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": "))).unwrap_or("missing")
+}
+
+/// The fallback (bare namespaces, as when bubblewrap is missing) reports
+/// itself as degraded; with Landlock on this kernel it reads only the system
+/// directories, writes only its scratch directory and sees no /proc. On a
+/// kernel without Landlock the report must say it is not enforced.
+#[test]
+fn fallback_reports_degraded_and_landlock_confines_files() {
+    use arl_env::sandbox::local::{landlock_abi, Isolation, LocalConfig};
+    let cfg = LocalConfig { isolation: Some(Isolation::Unshare), landlock: true, ..LocalConfig::default() };
+    let e = format!("{:#}", cfg.require_full().unwrap_err());
+    assert!(e.contains("pid namespace") && e.contains("private root filesystem"), "{e}");
+    assert!(cfg.fallback_warning().unwrap().contains("no pid namespace"));
+    let s = Sandbox::new(Backend::Local(cfg), limits(5.0), 2);
+    let rep = s.report().clone();
+    assert_eq!(rep["isolation"], "namespaces", "{rep}");
+    assert_eq!(rep["degraded"], true, "{rep}");
+    let missing: Vec<&str> = rep["missing"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    assert!(missing.contains(&"pid namespace") && missing.contains(&"private root filesystem"), "{rep}");
+    let (_d, secret, pwned) = planted();
+    let r = py(&s, &probe_program(&secret, &pwned));
+    assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+    assert!(!r.stdout.contains("LANDLOCK-SECRET"));
+    for ok in ["read-etc", "write-scratch", "devnull", "exec"] {
+        assert_eq!(verdict(&r.stdout, ok), "ok", "{ok}: {}", r.stdout);
+    }
+    match landlock_abi() {
+        Ok(abi) => {
+            assert_eq!(rep["landlock"]["enforced"], true, "{rep}");
+            assert_eq!(rep["landlock"]["abi"], abi, "{rep}");
+            for denied in ["read-secret", "write-outside", "write-tmp", "list-proc"] {
+                assert_eq!(verdict(&r.stdout, denied), "denied", "{denied}: {}", r.stdout);
+            }
+            assert!(!pwned.exists());
+        }
+        Err(why) => {
+            eprintln!("this kernel has no Landlock ({why}): checking that the report says it is not enforced");
+            assert_eq!(rep["landlock"]["enforced"], false, "{rep}");
+            assert_eq!(rep["landlock"]["why"], why, "{rep}");
+        }
+    }
+}
+
+/// With Landlock off, the fallback says so, and what it says is true: a
+/// world-readable host file is readable (this is the gap Landlock closes).
+#[test]
+fn fallback_without_landlock_reports_not_enforced() {
+    use arl_env::sandbox::local::{Isolation, LocalConfig};
+    let cfg = LocalConfig { isolation: Some(Isolation::Unshare), landlock: false, ..LocalConfig::default() };
+    let w = cfg.fallback_warning().unwrap();
+    assert!(w.contains("No Landlock"), "{w}");
+    let s = Sandbox::new(Backend::Local(cfg), limits(5.0), 2);
+    assert_eq!(s.report()["landlock"]["enforced"], false, "{}", s.report());
+    let (_d, secret, pwned) = planted();
+    let r = py(&s, &probe_program(&secret, &pwned));
+    assert_eq!(verdict(&r.stdout, "read-secret"), "ok", "{}", r.stdout);
+    assert_eq!(verdict(&r.stdout, "write-scratch"), "ok", "{}", r.stdout);
+    let _ = std::fs::remove_file(std::env::temp_dir().join(format!("arl-landlock-probe-{}", std::process::id())));
+}
+
+/// The full sandbox reports itself as such (where bubblewrap works here).
+#[test]
+fn bwrap_reports_full_sandbox() {
+    use arl_env::sandbox::local::{bwrap_unusable, LocalConfig};
+    let cfg = LocalConfig::default();
+    match bwrap_unusable() {
+        None => {
+            assert!(cfg.require_full().is_ok());
+            assert!(cfg.fallback_warning().is_none());
+            assert_eq!(sb().report(), &serde_json::json!({"isolation": "bwrap"}));
+        }
+        Some(why) => {
+            eprintln!("bubblewrap is unusable here ({why}): checking the fallback is reported");
+            assert!(cfg.require_full().is_err());
+            assert_eq!(sb().report()["isolation"], "namespaces");
+        }
+    }
+}
+
+/// The fallback stays useful under Landlock (C++ compiles and runs, bash,
+/// stateful sessions) and, as root, kills what a program leaves behind
+/// outside its process group, which a pid namespace would otherwise end.
+#[test]
+fn fallback_runs_cpp_bash_sessions_and_ends_leftovers() {
+    use arl_env::sandbox::local::{Isolation, LocalConfig};
+    let cfg = LocalConfig { isolation: Some(Isolation::Unshare), ..LocalConfig::default() };
+    let s = Sandbox::new(Backend::Local(cfg), limits(5.0), 2);
+    let r = s
+        .run(
+            &Request::new(Language::Cpp, "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a*b;}")
+                .with_stdin("6 7"),
+        )
+        .unwrap();
+    assert_eq!((r.outcome, r.stdout.as_str()), (Outcome::Ok, "42"), "{r:?}");
+    let r = s.run(&Request::new(Language::Bash, "read a b; echo $((a*b))").with_stdin("6 7")).unwrap();
+    assert_eq!((r.outcome, r.stdout.as_str()), (Outcome::Ok, "42\n"), "{r:?}");
+    let mut sess = s.session().unwrap();
+    sess.run("x = 41").unwrap();
+    assert_eq!(sess.run("x + 1").unwrap().stdout, "42\n");
+    drop(sess);
+    // A daemon: double fork, new session, sleeps for a minute holding stdout.
+    let t = Instant::now();
+    let r = py(
+        &s,
+        "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        print(os.getpid(), flush=True)\n        time.sleep(60)\n    os._exit(0)\nos.wait()\ntime.sleep(0.2)",
+    );
+    assert!(t.elapsed() < Duration::from_secs(4), "the run waited for its leftover: {:?}", t.elapsed());
+    let pid: i32 = r.stdout.trim().parse().unwrap_or_else(|_| panic!("{r:?}"));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let gone = |p: i32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .map_or(true, |st| st.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        };
+        let until = Instant::now() + Duration::from_secs(2);
+        while !gone(pid) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(gone(pid), "the left-behind process {pid} still runs");
+    } else {
+        eprintln!("not root: leftovers of the fallback are not killed (no per-run uid); the run did not wait for it");
+        // SAFETY: our own user's leftover process.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}

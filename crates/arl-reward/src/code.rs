@@ -300,6 +300,7 @@ pub fn score(o: &CodeOpts, sb: &Sandbox, resp: &str, label: &Value) -> Result<Sc
     if !run.is_null() {
         detail["run"] = run;
     }
+    detail["sandbox"] = sb.report().clone();
     let explain = match &first_fail {
         None => format!("{passed}/{total} tests passed"),
         Some(f) => format!("{passed}/{total} tests passed; first failure: {f}"),

@@ -114,6 +114,25 @@ pub enum RmName {
 /// server asked to end its reply with `[[A]]`, `[[B]]` or `[[tie]]`; the last
 /// marker counts; `--judge-swap` asks both orders and calls a flip a tie).
 ///
+/// `--rm code` runs the response's last fenced code block against the label's
+/// tests in the local sandbox (or SandboxFusion, `--sandbox-fusion-url`). The
+/// local sandbox is bubblewrap: fresh pid, network, IPC, hostname, mount and
+/// cgroup namespaces, a read-only view of the system and nothing of the host's
+/// files, an empty scratch directory, rlimits and a wall-clock timeout. Where
+/// bubblewrap cannot be used (not installed, or unable to make namespaces
+/// here) it falls back to bare Linux namespaces — no pid namespace, no private
+/// root filesystem, no cgroup namespace — and says so: a warning on stderr,
+/// once, and in every record `reward_detail.sandbox` = `{"isolation":
+/// "namespaces", "degraded": true, "missing": [...], "landlock": {...}}`
+/// (under bubblewrap `{"isolation": "bwrap"}`). On kernels with Landlock the
+/// fallback lets the code read and execute only the system directories
+/// (/usr, /etc, /bin, /lib…), write only its scratch directory, and (ABI 6
+/// on) signal only its own processes: `"landlock": {"enforced": true, "abi":
+/// N}`; without Landlock (`"enforced": false, "why": ...`) the code can read
+/// whatever its user can. `--sandbox strict` refuses to run on the fallback.
+/// `ARL_SANDBOX_NO_BWRAP=1` acts as if bubblewrap were missing and
+/// `ARL_SANDBOX_NO_LANDLOCK=1` as if the kernel had no Landlock.
+///
 /// Parquet by columns: with a reward that reads a known set of fields (math,
 /// exact, f1, regex, code, and auto over them), when the input is one Parquet
 /// file with arl's columns and the output is Parquet, only those fields (and
@@ -176,6 +195,14 @@ pub struct Args {
     /// `/run_code` URL) instead of the local sandbox
     #[arg(long, value_name = "URL", help_heading = "code")]
     pub sandbox_fusion_url: Option<String>,
+
+    /// code: how strict the local sandbox is: `auto` runs on bare namespaces
+    /// (with a warning) where bubblewrap cannot be used, `strict` refuses to
+    /// run there (exit 1), `namespaces` uses that fallback even where
+    /// bubblewrap works
+    #[arg(long, value_enum, default_value_t = SandboxMode::Auto, env = "ARL_SANDBOX", value_name = "MODE",
+          help_heading = "code")]
+    pub sandbox: SandboxMode,
 
     /// Records (or sandboxes) scored at once, for rewards that wait (code, remote)
     #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Concurrency")]
@@ -314,6 +341,17 @@ pub struct Args {
     pub input: InputArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// The local sandbox's isolation (`--sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxMode {
+    /// Bubblewrap when it works here, else bare namespaces (+ Landlock), said on stderr and in `reward_detail.sandbox`
+    Auto,
+    /// Bubblewrap, or refuse to run (exit 1) before reading any record
+    Strict,
+    /// Bare namespaces (+ Landlock) even where bubblewrap works
+    Namespaces,
 }
 
 /// A tournament format of `--rm arena`.
@@ -470,16 +508,38 @@ fn build_spec(a: &Args) -> Result<Option<Spec>> {
         let limits =
             Limits { memory_mb: a.memory_mb, timeout: Duration::from_secs_f64(a.test_timeout), ..Limits::default() };
         let backend = match &a.sandbox_fusion_url {
+            Some(_) if a.sandbox == SandboxMode::Namespaces => {
+                return Err(cli::usage("`--sandbox namespaces` is for the local sandbox, not `--sandbox-fusion-url`"))
+            }
             Some(u) => Backend::Remote(
                 sandbox::remote::RemoteConfig::new(u, a.retries).map_err(|e| cli::usage(format!("{e}")))?,
             ),
-            None => Backend::Local(sandbox::local::LocalConfig::default()),
+            None => Backend::Local(local_sandbox(a.sandbox)?),
         };
         spec.sandbox = Some(Sandbox::new(backend, limits, a.concurrency));
     }
     spec.overlong = overlong(a)?;
     spec.format = format_bonus(a)?;
     Ok(Some(spec))
+}
+
+/// The local sandbox for `--sandbox MODE`; `strict` fails here, before any
+/// record is read, when only the degraded fallback is available.
+fn local_sandbox(mode: SandboxMode) -> Result<sandbox::local::LocalConfig> {
+    use sandbox::local::{Isolation, LocalConfig};
+    let mut cfg = LocalConfig::default();
+    match mode {
+        SandboxMode::Auto => {}
+        SandboxMode::Namespaces => cfg.isolation = Some(Isolation::Unshare),
+        SandboxMode::Strict => cfg.require_full().map_err(|e| {
+            cli::hint(
+                e.context("`--sandbox strict`: refusing to run code in a degraded sandbox"),
+                "install bubblewrap (`scripts/setup.sh` does), or accept the fallback with `--sandbox auto` \
+                 (records then say `\"isolation\": \"namespaces\"` in `reward_detail.sandbox`)",
+            )
+        })?,
+    }
+    Ok(cfg)
 }
 
 fn overlong(a: &Args) -> Result<Option<Overlong>> {

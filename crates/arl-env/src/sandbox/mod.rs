@@ -7,7 +7,10 @@
 //!   running as root (so `RLIMIT_NPROC` binds per sandbox); a wall-clock timeout
 //!   that kills the process group; an empty scratch directory; a read-only view
 //!   of `/usr` and `/etc` and nothing of the host's home or project files; output
-//!   capped with the middle cut out. See [`local`].
+//!   capped with the middle cut out. The `unshare(2)` fallback has no pid
+//!   namespace and no private root: it warns once on stderr, reports itself as
+//!   degraded ([`Sandbox::report`]) and adds Landlock where the kernel has it.
+//!   See [`local`].
 //! - **remote**: the SandboxFusion HTTP API (`POST /run_code`). See [`remote`].
 //!
 //! [`Session`] keeps one Python interpreter alive across calls (notebook-like
@@ -237,6 +240,7 @@ struct Inner {
     limits: Limits,
     sem: Semaphore,
     concurrency: usize,
+    report: std::sync::OnceLock<Value>,
 }
 
 impl Sandbox {
@@ -249,6 +253,7 @@ impl Sandbox {
                 limits,
                 sem: Semaphore { free: Mutex::new(c), cv: Condvar::new() },
                 concurrency: c,
+                report: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -268,6 +273,17 @@ impl Sandbox {
 
     pub fn concurrency(&self) -> usize {
         self.inner.concurrency
+    }
+
+    /// What the code runs in, for records (`reward_detail.sandbox`): the
+    /// local backend's [`local::LocalConfig::report`] (`bwrap`, or the
+    /// degraded `namespaces` fallback with what it lacks and whether Landlock
+    /// is enforced), or `{"isolation": "sandboxfusion"}`.
+    pub fn report(&self) -> &Value {
+        self.inner.report.get_or_init(|| match &self.inner.backend {
+            Backend::Local(cfg) => cfg.report(),
+            Backend::Remote(_) => json!({"isolation": "sandboxfusion"}),
+        })
     }
 
     /// Runs one program; blocks while `concurrency` others are running.
