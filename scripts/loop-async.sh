@@ -37,8 +37,8 @@ fi
 SPOOL=${SPOOL:-$RUN/spool}
 MAX_AHEAD=${MAX_AHEAD:-2}
 MAX_STALENESS=${MAX_STALENESS:-2}
-mkdir -p "$RUN"/{logs,ckpt,steps,eval}
-track_start "$SPOOL"/{ready,claimed,done}
+mkdir -p "$RUN"/{logs,ckpt,steps,eval} "$SPOOL"/{ready,claimed,done,traces}
+track_start
 rm -f "$SPOOL"/ready/.tmp-*
 [ -e "$RUN/ckpt/step-0" ] || ln -s "$(realpath "$MODEL")" "$RUN/ckpt/step-0"
 last=0
@@ -71,6 +71,7 @@ producer() {
     out=$SPOOL/ready/batch-$(printf %06d "$k").jsonl
     arl arl-rollout -q -i "$PROMPTS" --batch-size "$BATCH" --step "$k" --seed "$SEED" \
         --endpoint "$ENDPOINT" --tokenizer "$MODEL" -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
+        --trace "$SPOOL/traces/batch-$(printf %06d "$k").trace.jsonl" \
       | arl arl-reward -q $REWARD_ARGS >"$tmp"
     mv "$tmp" "$out"
     k=$((k + 1))

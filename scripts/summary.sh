@@ -19,5 +19,14 @@ jq -rs '
     else empty end' "$m"
 jq -rs '[.[] | select(.phase=="rl" and .value_explained_var != null)] as $r
   | if ($r|length) > 0 then "critic       explained variance of the values per step: \([$r[] | .value_explained_var*100|round/100] | map(tostring) | join(" "))" else empty end' "$m"
+# The slowest step's rollout: where its time went (arl-inspect trace on the
+# step's trace; the timeline lands next to it).
+slow=$(jq -rs '[.[] | select(.phase=="rl" and .rollout_s != null)] | if length == 0 then empty else max_by(.rollout_s) | "\(.step) \(.rollout_s)" end' "$m")
+if [ -n "$slow" ] && [ -f "$run/steps/step-${slow%% *}/rollout.trace.jsonl" ]; then
+  d=$run/steps/step-${slow%% *}
+  printf 'slowest rollout  step %s (%.1f s), timeline %s:\n' "${slow%% *}" "${slow##* }" "$d/timeline.html"
+  "${BIN:-target/release}/arl-inspect" trace "$d/rollout.trace.jsonl" -o "$d/timeline.html" 2>/dev/null \
+    | sed -n '/^critical path/,/^ *total/p; /^long tail/p; /^request slots/p' | sed 's/^/  /' || true
+fi
 [ -n "$secs" ] && printf 'time         %.0f s in all\n' "$secs"
 echo "files        $run/metrics.jsonl  $run/reward.svg  $run/ckpt/  $run/steps/"

@@ -29,6 +29,7 @@ complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -s V -l version -d
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "stats" -d 'Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "show" -d 'One record for a human: prompt, turns, tool calls, trained spans, reward'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "convert" -d 'Convert between JSONL and Parquet (lossless, unknown fields included)'
+complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "trace" -d 'Where a rollout\'s wall time went: a timeline (HTML) and a summary'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
@@ -63,7 +64,13 @@ complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand convert" -l form
 parquet\t''"
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand convert" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand convert" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert help" -f -a "stats" -d 'Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert help" -f -a "show" -d 'One record for a human: prompt, turns, tool calls, trained spans, reward'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert help" -f -a "convert" -d 'Convert between JSONL and Parquet (lossless, unknown fields included)'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -s o -l output -d 'Write the timeline as a self-contained HTML page, atomically' -r -F
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -l top -d 'How many of the slowest samples to list' -r
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -l json -d 'Print the summary as JSON instead (the critical path\'s segments under `critical_path.phases`, in seconds)'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -s q -l quiet -d 'No summary on stdout and no note on stderr (with `-o`: only the page)'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "stats" -d 'Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "show" -d 'One record for a human: prompt, turns, tool calls, trained spans, reward'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "convert" -d 'Convert between JSONL and Parquet (lossless, unknown fields included)'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "trace" -d 'Where a rollout\'s wall time went: a timeline (HTML) and a summary'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -7,6 +7,7 @@ complete -c arl-rollout -l format -d 'Output format; default: from the output\'s
 parquet\t''"
 complete -c arl-rollout -l prompt-key -d 'Column holding the prompt (text or chat messages); dots reach into objects' -r
 complete -c arl-rollout -l label-key -d 'Column holding the ground truth; default: `label`, else `reward_model.ground_truth`' -r
+complete -c arl-rollout -l trace -d 'Write a timeline of the run to FILE (JSONL, one event a line): per sample, when each `/generate` request was queued for a `--concurrency` slot, sent and answered, each tool call\'s duration, retries (and the wait before them) and aborts; times in seconds from the run\'s start, whose wall-clock time the first line gives. Draw it and see where the time went with `arl-inspect trace FILE`' -r -F
 complete -c arl-rollout -l endpoint -d 'SGLang server URL; repeat for several (groups are spread over them, least-loaded first; a group\'s turns stay on one server for prefix-cache reuse). Default: http://127.0.0.1:30000' -r
 complete -c arl-rollout -l router -d 'An sgl-router URL instead of `--endpoint`s: requests go through it; aborts go to every worker it lists (`GET /workers`, else `/list_workers`)' -r
 complete -c arl-rollout -l api-key -d 'Sent as `Authorization: Bearer KEY`' -r

@@ -273,6 +273,7 @@ rl_step() {
   t0=$(now)
   arl arl-rollout -q -i "$PROMPTS" --batch-size "$BATCH" --step "$((step - 1))" --seed "$SEED" \
       --endpoint "$endpoint" --tokenizer "$policy" -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
+      --trace "$d/rollout.trace.jsonl" \
     | arl arl-reward -q $REWARD_ARGS -o "$d/scored.jsonl"
   t1=$(now)
   arl arl-filter -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \

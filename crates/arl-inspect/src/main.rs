@@ -6,6 +6,8 @@
 //! * `show`: one record for a human: turns, tool calls and outputs, which
 //!   spans are trained; with `--tokenizer` it decodes and marks each token.
 //! * `convert`: JSONL ↔ Parquet.
+//! * `trace`: a rollout trace (`arl-rollout --trace`) as a timeline and a
+//!   summary of where the wall time went (see [`trace`]).
 //!
 //! Reads JSONL or Parquet (detected from content). Exit codes: see
 //! [`arl_core::cli::exit`].
@@ -20,9 +22,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod trace;
+
 pub const TOOL: &str = "arl-inspect";
 
-/// Inspect trajectory files: statistics, one record in detail, format conversion
+/// Inspect trajectory files: statistics, one record in detail, format conversion, rollout traces
 #[derive(Debug, Parser)]
 #[command(name = "arl-inspect", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
@@ -35,6 +39,7 @@ pub enum Cmd {
     Stats(StatsArgs),
     Show(ShowArgs),
     Convert(ConvertArgs),
+    Trace(TraceArgs),
 }
 
 /// Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups
@@ -128,12 +133,98 @@ pub struct ConvertArgs {
     pub output: OutputArgs,
 }
 
+/// Where a rollout's wall time went: a timeline (HTML) and a summary
+///
+/// Reads the trace `arl-rollout --trace FILE` wrote and prints on stdout
+/// where the run's wall time went, attributed along its critical path: the
+/// sample that finished last. Its segments partition the wall time (they
+/// add up to it): start-up (reading and rendering the prompts), waiting to
+/// start (its group queued behind others), then the sample's own time —
+/// waiting for a `--concurrency` request slot, generation (a request on the
+/// wire until its whole answer is in), tool calls, retries (failed attempts
+/// and the backoff before the next), aborted generation, and the rollout's
+/// own work between these — and after the sample ended (writing the
+/// output). Then the same phases summed over every sample, how busy the
+/// request slots were, the long tail (when 90% of the samples had finished
+/// and which samples took the rest of the time) and the `--top` slowest
+/// samples with their share of the wall time.
+///
+/// `-o FILE.html` also writes the timeline: one self-contained page (inline
+/// SVG, CSS and a few lines of script; nothing is fetched) with the table
+/// above, one lane per request slot (each request from sent to answered,
+/// with the wait before a retry), and one lane per sample (the group's wait
+/// to start, waiting for a slot, generation, tool calls, retries, aborts),
+/// in colours per phase. Hovering a bar shows what it was; clicking marks
+/// every bar of its sample. Slot lanes are assigned from the times (a
+/// request takes the first lane free when it was sent).
+///
+/// The trace is JSONL, one event a line (`type`), times in seconds from
+/// the run's start: `run` (first: `version`, `start_unix`, `start` in
+/// RFC 3339, `concurrency`, `endpoints`, `n_samples_per_prompt`), `ready`
+/// (`t`: the groups start; `groups`, `samples`), `sample_start` (`t`,
+/// `sample`, `prompt_id`, `sample_index`), `request` (`sample`, `turn`,
+/// `attempt`, `endpoint`, `queued`, `sent` (null: never sent), `answered`,
+/// `outcome`: ok/aborted/retry/error/cancelled, `finish`, `prompt_tokens`,
+/// `output_tokens`, `error`), `backoff` (`sample`, `turn`, `attempt`,
+/// `start`, `end`), `tool` (`sample`, `turn`, `name`, `start`, `end`,
+/// `error`), `sample_end` (`t`, `sample`, `status`, `turns`, `tool_calls`),
+/// `run_end` (last: `t`, the wall time; `outcome`). A trace without
+/// `run_end` (a killed run's `FILE.partial`) is read up to its last event.
+/// A line that breaks these rules stops the tool with its file, line and
+/// field (exit 65).
+///
+/// Example: arl-rollout … --trace step-3.trace.jsonl && arl-inspect trace step-3.trace.jsonl -o step-3.html
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_CODES_HELP)]
+pub struct TraceArgs {
+    /// The trace (`arl-rollout --trace FILE`); `-` reads stdin
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Write the timeline as a self-contained HTML page, atomically
+    #[arg(short = 'o', long = "output", value_name = "HTML")]
+    pub output: Option<PathBuf>,
+    /// Print the summary as JSON instead (the critical path's segments under
+    /// `critical_path.phases`, in seconds)
+    #[arg(long)]
+    pub json: bool,
+    /// How many of the slowest samples to list
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub top: usize,
+    /// No summary on stdout and no note on stderr (with `-o`: only the page)
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.cmd {
         Cmd::Stats(a) => stats(a),
         Cmd::Show(a) => show(a),
         Cmd::Convert(a) => convert(a),
+        Cmd::Trace(a) => trace_cmd(a),
     }
+}
+
+fn trace_cmd(a: TraceArgs) -> Result<ExitCode> {
+    let t = trace::Trace::read(&a.trace)?;
+    let s = trace::summarize(&t);
+    if let Some(path) = &a.output {
+        let mut f = arl_core::io::AtomicFile::create(path)?;
+        f.write_all(trace::html(&t, &s, a.top).as_bytes())
+            .with_context(|| format!("cannot write `{}`", path.display()))?;
+        f.finish()?;
+        if !a.quiet {
+            eprintln!("{TOOL}: timeline written to `{}`", path.display());
+        }
+    }
+    if !a.quiet {
+        let text = if a.json {
+            serde_json::to_string_pretty(&trace::to_json(&t, &s, a.top))? + "\n"
+        } else {
+            trace::text(&t, &s, a.top)
+        };
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn stats(a: StatsArgs) -> Result<ExitCode> {

@@ -135,6 +135,7 @@ pub async fn play(
     game: Game,
     opening: &[i64],
     task_prompt: Option<&str>,
+    trace: Option<crate::trace::SampleTrace<'_>>,
 ) -> Result<GameResult, GenError> {
     let mut board = Board::new(game);
     for &m in opening {
@@ -187,7 +188,9 @@ pub async fn play(
                 if let Some(cap) = sh.max_new_tokens {
                     budget = budget.min(cap);
                 }
-                let g = sh.client.generate(seat.endpoint, &seat.ep.tokens, &sh.sampling, budget).await?;
+                let turn = trace.map(|t| t.turn(seats.iter().map(|x| x.ep.turns).sum::<u32>() + 1));
+                let seat = &mut seats[s];
+                let g = sh.client.generate(seat.endpoint, &seat.ep.tokens, &sh.sampling, budget, turn).await?;
                 sh.client.stats.prompt_tokens.fetch_add(seat.ep.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 sh.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 let start = seat.ep.tokens.len();

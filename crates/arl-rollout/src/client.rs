@@ -3,6 +3,7 @@
 //! over one or many endpoints or sent through an sgl-router; retries with
 //! exponential backoff; aborts (`POST /abort_request`) for over-sampling.
 pub use super::answer::Generation;
+use super::trace::{Attempt, Outcome, TurnTrace};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -139,21 +140,48 @@ impl Client {
     /// One `/generate` call with retries. Retries on connection errors,
     /// timeouts and HTTP 408/429/5xx, each after `backoff · 2^k` (capped at
     /// 10 s, jittered), moving to the next endpoint when there are several.
+    ///
+    /// With `trace` (`--trace`), each attempt is noted when it ends: when it
+    /// started waiting for a `--concurrency` slot, when it was sent, how it
+    /// ended; and each wait before a retry. Without, no clock is read.
     pub async fn generate(
         &self,
         ep: usize,
         input_ids: &[u32],
         sampling: &Sampling,
         max_new_tokens: u32,
+        trace: Option<TurnTrace<'_>>,
     ) -> Result<Generation, GenError> {
         let mut attempt = 0u32;
         loop {
+            let queued = trace.map(|t| t.now());
+            let at = ep + attempt as usize;
+            // Notes how this attempt ended (with `--trace`).
+            let note = |sent: Option<f64>, outcome: Outcome, g: Option<&Generation>, error: Option<String>| {
+                if let (Some(t), Some(queued)) = (trace, queued) {
+                    t.request(Attempt {
+                        attempt,
+                        endpoint: at % self.generate_urls.len(),
+                        queued,
+                        sent,
+                        outcome,
+                        finish: g.map(|g| g.finish.as_str()),
+                        prompt_tokens: input_ids.len(),
+                        output_tokens: g.map_or(0, |g| g.output_ids.len()),
+                        error,
+                    });
+                }
+            };
             // Closed by abort_all, so waiting episodes stop too.
-            let _slot = self.slots.acquire().await.map_err(|_| GenError::Cancelled)?;
+            let Ok(_slot) = self.slots.acquire().await else {
+                note(None, Outcome::Cancelled, None, None);
+                return Err(GenError::Cancelled);
+            };
             if self.is_cancelled() {
+                note(None, Outcome::Cancelled, None, None);
                 return Err(GenError::Cancelled);
             }
-            let at = ep + attempt as usize;
+            let sent = trace.map(|t| t.now());
             let rid = format!("arl-{}-{}", self.pid, self.seq.fetch_add(1, Ordering::Relaxed));
             let body = request_body(&rid, input_ids, sampling, max_new_tokens);
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -173,7 +201,10 @@ impl Client {
             };
             let outcome = match outcome {
                 // After `abort_all`'s grace: the connection is dropped.
-                None => return Err(GenError::Cancelled),
+                None => {
+                    note(sent, Outcome::Cancelled, None, None);
+                    return Err(GenError::Cancelled);
+                }
                 Some(r) => r,
             };
             let res: Result<bytes::Bytes, (bool, anyhow::Error)> = match outcome {
@@ -203,19 +234,31 @@ impl Client {
                 })
             });
             match res {
-                Ok(g) => return Ok(g),
-                Err((true, _e)) if attempt < self.cfg.max_retries => {
+                Ok(g) => {
+                    note(sent, if g.finish == "abort" { Outcome::Aborted } else { Outcome::Ok }, Some(&g), None);
+                    return Ok(g);
+                }
+                Err((true, e)) if attempt < self.cfg.max_retries => {
+                    note(sent, Outcome::Retry, None, trace.map(|_| format!("{e:#}")));
                     attempt += 1;
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     let exp = self.cfg.backoff.as_secs_f64() * 2f64.powi(attempt as i32 - 1);
                     let jitter = 1.0 + 0.25 * ((self.seq.load(Ordering::Relaxed) % 7) as f64 / 7.0);
                     let wait = Duration::from_secs_f64((exp * jitter).min(10.0));
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.cancel_notify.notified() => return Err(GenError::Cancelled),
+                    let backoff_start = trace.map(|t| t.now());
+                    let cancelled = tokio::select! {
+                        _ = tokio::time::sleep(wait) => false,
+                        _ = self.cancel_notify.notified() => true,
+                    };
+                    if let (Some(t), Some(start)) = (trace, backoff_start) {
+                        t.backoff(attempt, start);
+                    }
+                    if cancelled {
+                        return Err(GenError::Cancelled);
                     }
                 }
                 Err((_, e)) => {
+                    note(sent, Outcome::Error, None, trace.map(|_| format!("{e:#}")));
                     let e = if attempt > 0 { e.context(format!("gave up after {attempt} retries")) } else { e };
                     return Err(GenError::Fatal(e));
                 }

@@ -18,6 +18,8 @@ pub struct Config {
     pub keys: PromptKeys,
     /// Continue from `OUTPUT.partial` (needs an output file).
     pub resume: bool,
+    /// Write the run's timeline here (`--trace`, see [`crate::trace`]).
+    pub trace: Option<PathBuf>,
 
     /// The servers (at least one unless `router` is set).
     pub endpoints: Vec<String>,

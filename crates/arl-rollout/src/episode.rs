@@ -5,6 +5,7 @@
 //! tokens (loss mask 0, log-prob 0). Text is never re-tokenised.
 use super::client::{Client, GenError};
 use super::env::Env;
+use super::trace::SampleTrace;
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
 use arl_chat::tool_header::ToolPrompt;
@@ -32,6 +33,8 @@ pub struct Shared {
     /// Per-turn `max_new_tokens` cap (`--max-new-tokens`).
     pub max_new_tokens: Option<u32>,
     pub sampling: super::client::Sampling,
+    /// `--trace`: where the timeline goes.
+    pub tracer: Option<Arc<super::trace::Tracer>>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -71,12 +74,33 @@ impl Shared {
 
     /// Runs one episode from `prompt_ids` on endpoint `ep`.
     /// `task` is the record's `metadata`, for tools with per-task state (`sql`).
+    /// With `trace` (`--trace`), its requests, tool calls and end are noted.
     pub async fn run_episode(
         &self,
         ep: usize,
         prompt_ids: &[u32],
         env: &Env,
         task: &Value,
+        trace: Option<SampleTrace<'_>>,
+    ) -> Result<Episode, GenError> {
+        let res = self.episode(ep, prompt_ids, env, task, trace).await;
+        if let Some(t) = trace {
+            match &res {
+                Ok(e) => t.end(e.status.map_or("none", |s| s.as_str()), e.turns, e.tool_calls),
+                Err(GenError::Cancelled) => t.end("cancelled", 0, 0),
+                Err(GenError::Fatal(_)) => t.end("failed", 0, 0),
+            }
+        }
+        res
+    }
+
+    async fn episode(
+        &self,
+        ep: usize,
+        prompt_ids: &[u32],
+        env: &Env,
+        task: &Value,
+        trace: Option<SampleTrace<'_>>,
     ) -> Result<Episode, GenError> {
         let mut e = Episode { tokens: prompt_ids.to_vec(), prompt_len: prompt_ids.len(), ..Default::default() };
         let state = tokio::sync::Mutex::new(EpisodeState::for_task(task.clone()));
@@ -92,7 +116,8 @@ impl Shared {
             if let Some(cap) = self.max_new_tokens {
                 budget = budget.min(cap);
             }
-            let g = self.client.generate(ep, &e.tokens, &self.sampling, budget).await?;
+            let g =
+                self.client.generate(ep, &e.tokens, &self.sampling, budget, trace.map(|t| t.turn(e.turns + 1))).await?;
             self.client.stats.prompt_tokens.fetch_add(e.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.client
                 .stats
@@ -137,11 +162,21 @@ impl Shared {
                 break;
             }
             e.tool_calls += calls.len() as u32;
+            let turn = e.turns;
             let futs = calls.iter().map(|c| async {
-                match c {
+                let start = trace.map(|t| t.tracer.now());
+                let out = match c {
                     Call::Ok { name, arguments } => self.tools.call(name, arguments, &env.tools, &state).await,
                     Call::Malformed(why) => ToolOutput::err(format!("Error: {why}")),
+                };
+                if let (Some(t), Some(start)) = (trace, start) {
+                    let name = match c {
+                        Call::Ok { name, .. } => name.as_str(),
+                        Call::Malformed(_) => "(malformed call)",
+                    };
+                    t.tool(turn, name, start, out.error);
                 }
+                out
             });
             let outputs = futures::future::join_all(futs).await;
             e.tool_errors += outputs.iter().filter(|o| o.error).count() as u32;

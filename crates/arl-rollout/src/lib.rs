@@ -14,6 +14,7 @@ pub mod config;
 pub mod env;
 pub mod episode;
 pub mod output;
+pub mod trace;
 
 pub use crate::config::{Config, TOOL};
 use anyhow::{Context, Result};
@@ -279,6 +280,31 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
     // A steady loop of small requests over a heap that grows with the dataset.
     arl_core::alloc::keep_freed_memory();
     arl_core::alloc::no_transparent_huge_pages();
+    // First, so that the trace's clock covers the whole run.
+    let tracer = match &cfg.trace {
+        Some(p) => Some(Arc::new(trace::Tracer::create(
+            p,
+            &trace::RunInfo {
+                concurrency: cfg.concurrency,
+                endpoints: cfg.router.as_slice().iter().chain(&cfg.endpoints).cloned().collect::<Vec<_>>().as_slice(),
+                n_samples_per_prompt: cfg.n_samples_per_prompt,
+            },
+        )?)),
+        None => None,
+    };
+    let res = run_with(cfg, tracer.clone());
+    match tracer {
+        Some(t) => {
+            let finished = t.finish(res.is_ok());
+            let code = res?;
+            finished?;
+            Ok(code)
+        }
+        None => res,
+    }
+}
+
+fn run_with(cfg: Config, tracer: Option<Arc<trace::Tracer>>) -> Result<ExitCode> {
     let out_path = cfg.output.path.clone();
     let tokenizer = Arc::new(Tokenizer::load(&cfg.tokenizer)?);
     let template = if cfg.no_chat_template { None } else { Some(chat_template(&cfg, &tokenizer)?) };
@@ -358,6 +384,7 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
         eos_text,
         max_new_tokens: cfg.max_new_tokens,
         sampling: client::Sampling::new(sampling),
+        tracer: tracer.clone(),
     });
     let opponent = match &cfg.opponent_endpoint {
         Some(url) => {
@@ -384,6 +411,7 @@ pub fn run(cfg: Config) -> Result<ExitCode> {
                 eos_text: shared.eos_text.clone(),
                 max_new_tokens: shared.max_new_tokens,
                 sampling: shared.sampling.clone(),
+                tracer: tracer.clone(),
             }))
         }
         None => None,
@@ -539,6 +567,9 @@ async fn drive(
     let pb = cli::progress(cfg.input.quiet, Some(total), "groups");
     pb.set_position(resumed);
     let started = Instant::now();
+    if let Some(t) = &shared.tracer {
+        t.ready(jobs.len(), jobs.len() as u64 * n as u64);
+    }
 
     // Enough active groups to keep `--concurrency` requests busy while some
     // episodes wait on tools; requests themselves are capped in the client.
@@ -675,7 +706,26 @@ async fn run_games(
     let (game, opening) = crate::arena::task_game(&job.rec).map_err(|e| GenError::Fatal(anyhow::anyhow!(e)))?;
     let seats = [shared, opponent.unwrap_or(shared)];
     let prompt = job.rec.prompt.as_deref();
-    let futs = (0..n).map(|_| crate::arena::play(arena, seats, game, &opening, prompt));
+    let id = job.rec.prompt_id.as_deref().unwrap_or_default();
+    let futs = (0..n).map(|i| {
+        let trace = shared.tracer.as_deref().map(|t| t.sample(id, i));
+        let opening = &opening;
+        async move {
+            let r = crate::arena::play(arena, seats, game, opening, prompt, trace).await;
+            if let Some(t) = trace {
+                match &r {
+                    Ok(g) => t.end(
+                        if g.outcome.is_some() { "completed" } else { "forfeit" },
+                        g.episodes.iter().map(|e| e.turns).sum(),
+                        g.episodes.iter().map(|e| e.tool_calls).sum(),
+                    ),
+                    Err(GenError::Cancelled) => t.end("cancelled", 0, 0),
+                    Err(GenError::Fatal(_)) => t.end("failed", 0, 0),
+                }
+            }
+            r
+        }
+    });
     let results = futures::future::join_all(futs).await;
     let (mut xs, mut os) = (Vec::with_capacity(n as usize), Vec::with_capacity(n as usize));
     for (i, r) in results.into_iter().enumerate() {
@@ -693,7 +743,12 @@ async fn run_games(
 async fn run_group(shared: &Shared, job: Group, n: u32) -> Result<Vec<Record>, GenError> {
     let ep = shared.client.place();
     let task = job.rec.metadata.clone().map_or(Value::Null, Value::Object);
-    let futs = (0..n).map(|_| shared.run_episode(ep, &job.prompt_ids, &job.env, &task));
+    let tracer = shared.tracer.as_deref();
+    let id = job.rec.prompt_id.as_deref().unwrap_or_default();
+    let futs = (0..n).map(|i| {
+        let trace = tracer.map(|t| t.sample(id, i));
+        shared.run_episode(ep, &job.prompt_ids, &job.env, &task, trace)
+    });
     let results = futures::future::join_all(futs).await;
     shared.client.release(ep);
     let mut recs = Vec::with_capacity(n as usize);

@@ -46,6 +46,21 @@ pub struct Args {
     #[arg(long, help_heading = "Output")]
     pub resume: bool,
 
+    /// Write a timeline of the run to FILE (JSONL, one event a line): per
+    /// sample, when each `/generate` request was queued for a `--concurrency`
+    /// slot, sent and answered, each tool call's duration, retries (and the
+    /// wait before them) and aborts; times in seconds from the run's start,
+    /// whose wall-clock time the first line gives. Draw it and see where the
+    /// time went with `arl-inspect trace FILE`
+    ///
+    /// Requests are not streamed, so `answered` is when the whole answer is
+    /// in (the response time, not the time to the first token). The events go
+    /// to `FILE.partial` as the run goes; it becomes FILE when the run ends,
+    /// also when it fails. The format is described in `arl-inspect trace
+    /// --help`. Without `--trace` nothing is timed.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub trace: Option<PathBuf>,
+
     /// SGLang server URL; repeat for several (groups are spread over them,
     /// least-loaded first; a group's turns stay on one server for prefix-cache
     /// reuse). Default: http://127.0.0.1:30000
@@ -279,6 +294,9 @@ impl Args {
             return Err(usage("`--arena` needs the chat template (moves are tool calls)"));
         }
         let output = self.output.spec();
+        if self.trace.is_some() && self.trace == output.path {
+            return Err(usage("`--trace` needs a file of its own, not the `-o` output"));
+        }
         if self.resume && output.path.is_none() {
             return Err(usage("`--resume` needs `-o FILE`"));
         }
@@ -303,6 +321,7 @@ impl Args {
             output,
             keys: self.dataset.keys(),
             resume: self.resume,
+            trace: self.trace,
             endpoints,
             router: self.router,
             api_key: self.api_key,
