@@ -78,7 +78,19 @@ trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
 sft_until_copying() {
   local k=0 prev="$RUN/ckpt/init" resume="" out n steps=0 c d
   make_prompts "${SFT_CHECK_N:-32}" "$((SEED + 4000))" "$RUN/data/sft-check-prompts.jsonl"
-  : >"$RUN/logs/sft-metrics.jsonl"
+  # RESUME=1: continue from the last stretch's checkpoint.
+  for c in "$RUN"/ckpt/sft-*; do
+    [ -d "$c" ] && [ "${c##*-}" -gt "$k" ] || continue
+    k=${c##*-}
+    prev=$c
+    resume=--resume
+  done
+  if [ -n "$resume" ]; then
+    steps=$(wc -l <"$RUN/logs/sft-metrics.jsonl")
+    log "SFT: resuming after step $steps ($prev)"
+  else
+    : >"$RUN/logs/sft-metrics.jsonl"
+  fi
   while :; do
     k=$((k + 1))
     out=$RUN/ckpt/sft-$k
