@@ -711,21 +711,8 @@ pub fn to_json(t: &Trace, s: &Summary, top: usize) -> Value {
     })
 }
 
-/// XML/HTML text escaping.
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// XML/HTML text escaping (the web environment's).
+use arl_env::web::site::esc;
 
 /// Lanes for the slot items: each goes to the first lane free when it
 /// starts (at most as many lanes as were ever busy at once).
