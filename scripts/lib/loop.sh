@@ -55,22 +55,16 @@ elapsed() { echo "$(now) - $1" | bc; }
 
 # arl TOOL ARGS…: runs $BIN/TOOL, first appending the exact command (shell-
 # quoted, arguments expanded) to $RUN/logs/commands.log: the run's record of
-# what it ran, attached to the tracking backends' runs.
-arl() {
-  local t=$1 line
-  shift
-  printf -v line ' %q' "$@"
-  [ -d "$RUN/logs" ] && printf '%q%s\n' "$BIN/$t" "$line" >>"$RUN/logs/commands.log"
-  "$BIN/$t" "$@"
+# what it ran, attached to the tracking backends' runs. arl_exec: the same,
+# replacing the (sub)shell.
+log_command() {
+  local line
+  printf -v line ' %q' "${@:2}"
+  [ -d "$RUN/logs" ] && printf '%q%s\n' "$BIN/$1" "$line" >>"$RUN/logs/commands.log"
+  true
 }
-# arl_exec TOOL ARGS…: the same, replacing the (sub)shell.
-arl_exec() {
-  local t=$1 line
-  shift
-  printf -v line ' %q' "$@"
-  [ -d "$RUN/logs" ] && printf '%q%s\n' "$BIN/$t" "$line" >>"$RUN/logs/commands.log"
-  exec "$BIN/$t" "$@"
-}
+arl() { log_command "$@" && "$BIN/$1" "${@:2}"; }
+arl_exec() { log_command "$@" && exec "$BIN/$1" "${@:2}"; }
 
 # write_params: $RUN/params.env, the run's hyper-parameters for the tracking
 # backends: every variable the experiment file ($EXP) sets and every loop
