@@ -603,7 +603,18 @@ pub(crate) fn execute(
 ) -> Result<Exec> {
     c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = c.spawn().context("starting the sandbox (bubblewrap, or unshare(2) and Landlock without it)")?;
+    // EAGAIN: the process table (or the sandbox uid's process limit) is full
+    // for a moment, e.g. while an earlier program's fork bomb is reaped.
+    let mut tries = 0;
+    let mut child = loop {
+        match c.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => break r.context("starting the sandbox (bubblewrap, or unshare(2) and Landlock without it)")?,
+        }
+    };
     let pid = child.id() as i32;
     let out = reader(child.stdout.take().ok_or_else(|| anyhow!("no stdout pipe"))?, cap);
     let err = reader(child.stderr.take().ok_or_else(|| anyhow!("no stderr pipe"))?, cap);
