@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_train_global_optspecs
-    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= no-packing epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= logprob-chunk-tokens= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= zero-stage= train-critic critic= critic-save= critic-lr= value-clip= i/input= on-error= rejects= q/quiet h/help V/version
+    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= no-packing epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= logprob-chunk-tokens= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= zero-stage= train-critic critic= critic-save= critic-lr= value-clip= lora-rank= lora-alpha= lora-dropout= lora-targets= i/input= on-error= rejects= q/quiet h/help V/version
 end
 
 function __fish_arl_train_needs_command
@@ -84,6 +84,10 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -l critic -d 'The crit
 complete -c arl-train -n "__fish_arl_train_needs_command" -l critic-save -d 'Where to write the trained critic (replaced atomically)' -r -F
 complete -c arl-train -n "__fish_arl_train_needs_command" -l critic-lr -d 'The critic\'s learning rate (constant; its other AdamW settings and the gradient clipping are the policy\'s)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l value-clip -d 'Clip range of the value: V is clipped to V_old ± EPS in the loss (off by default)' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l lora-rank -d 'Train a LoRA adapter of rank R instead of the model\'s weights (0: off). The base weights are frozen (no gradients, no optimizer state); A is drawn as PEFT does (uniform ±1/√in), B is zero, so the first step\'s policy is exactly the base\'s. `--save` then writes the adapter alone in PEFT\'s format (`adapter_config.json` naming `--model` as the base, `adapter_model.safetensors`, trainer state, tokenizer files); `--model` may be such a directory to continue training it (its own rank and targets; `--lora-*` flags, if given, must agree). `arl-train merge` folds an adapter into its base' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l lora-alpha -d 'Scaling numerator: the adapter adds (ALPHA / R)·B·A·x' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l lora-dropout -d 'Dropout on the adapter\'s input while training (not with `--gradient-checkpointing`)' -r
+complete -c arl-train -n "__fish_arl_train_needs_command" -l lora-targets -d 'Projections that get an adapter, by their checkpoint names (`q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj`), or `all-linear` (all of them)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-train -n "__fish_arl_train_needs_command" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"
@@ -102,6 +106,7 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "make-tokenizer"
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
+complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "merge" -d 'Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l config -d 'Model config (HF `config.json` keys: model_type, vocab_size, hidden_size, …)' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l tokenizer -d 'Directory whose tokenizer files are copied into the model' -r -F
@@ -143,9 +148,15 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s q -l quie
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-train -n "__fish_arl_train_using_subcommand convert" -l out -d 'The model directory to create (must not exist, or be empty)' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand convert" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -l model -d 'The adapter directory' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -l base -d 'The base model (default: the adapter\'s `base_model_name_or_path`)' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -l out -l save -d 'The merged model directory to write (replaced atomically)' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -l dtype -d 'Tensor dtype of the written weights: `auto` is the base\'s `torch_dtype`' -r
+complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "merge" -d 'Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -83,7 +83,15 @@ def make(out):
 
 
 def check_logprobs(model_dir, records):
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    adapter = os.path.join(model_dir, "adapter_config.json")
+    if os.path.exists(adapter):
+        # A LoRA adapter (arl-train --lora-rank): PEFT's own loader on its base.
+        from peft import PeftModel
+        base = json.load(open(adapter))["base_model_name_or_path"]
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        model = PeftModel.from_pretrained(model, model_dir).eval()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     worst = 0.0
     for line in open(records):
         r = json.loads(line)

@@ -9,10 +9,12 @@ pub mod amp;
 pub mod config;
 mod decode_attn;
 pub mod device;
+pub mod lora;
 mod net;
 pub mod onednn;
 pub mod weights;
 
 pub use config::{Family, ModelConfig, RopeScaling};
+pub use lora::LoraConfig;
 pub use net::{token_logprobs, EntropyMode, HeadOptions, KvCache, Layout, Model, SaveOptions, TokenScores};
 pub use onednn::CpuMatmul;

@@ -1,6 +1,7 @@
 //! The decoder network, its KV cache, and checkpoint loading/saving.
 use super::amp::{AmpDtype, Autocast};
 use super::config::ModelConfig;
+use super::lora::{self, LoraConfig};
 use super::onednn::{self, CpuMatmul};
 use super::weights;
 use anyhow::{bail, Context, Result};
@@ -15,19 +16,97 @@ struct Linear {
     /// `w` in oneDNN's layout, for inference on the CPU
     /// ([`Model::set_cpu_matmul`]); `None`: libtorch's `linear`.
     packed: Option<Tensor>,
+    /// LoRA adapters on this layer, by adapter id (0: the attached one,
+    /// [`Model::add_lora`]; others: served ones, [`Model::load_adapter`]).
+    lora: Vec<LoraPair>,
+}
+
+/// One adapter's matrices on one layer: A [r, in], B [out, r], and `s`.
+struct LoraPair {
+    id: u32,
+    a: Tensor,
+    b: Tensor,
+    scale: f64,
+}
+
+/// Which adapter a forward applies to which rows.
+#[derive(Clone, Copy)]
+enum Sel<'a> {
+    /// The base weights only.
+    Off,
+    /// Adapter `id` on every row, with dropout on its input (training).
+    All { id: u32, dropout: f64 },
+    /// Adapter `id` on the batch rows (dim 0) `idx`, per group; rows in no
+    /// group get the base.
+    Rows(&'a [(u32, Tensor)]),
 }
 
 impl Linear {
     fn new(p: nn::Path, in_dim: usize, out_dim: usize, bias: bool, std: f64) -> Linear {
         let w = p.var("weight", &[out_dim as i64, in_dim as i64], Init::Randn { mean: 0.0, stdev: std });
         let b = bias.then(|| p.var("bias", &[out_dim as i64], Init::Const(0.0)));
-        Linear { w, b, packed: None }
+        Linear { w, b, packed: None, lora: vec![] }
     }
-    fn forward(&self, x: &Tensor) -> Tensor {
-        if let Some(y) = self.packed.as_ref().and_then(|p| onednn::linear(x, p, self.b.as_ref())) {
-            return y;
+    fn forward(&self, x: &Tensor, sel: Sel<'_>) -> Tensor {
+        let y = match self.packed.as_ref().and_then(|p| onednn::linear(x, p, self.b.as_ref())) {
+            Some(y) => y,
+            None => x.linear(&self.w, self.b.as_ref()),
+        };
+        match self.lora_delta(x, sel) {
+            Some(d) => y + d,
+            None => y,
         }
-        x.linear(&self.w, self.b.as_ref())
+    }
+
+    fn pair(&self, id: u32) -> Option<&LoraPair> {
+        self.lora.iter().find(|p| p.id == id)
+    }
+
+    /// The adapters' term `s·B·A·x` for the rows `sel` gives them, shaped
+    /// like this layer's output; `None` when no selected adapter is on it.
+    fn lora_delta(&self, x: &Tensor, sel: Sel<'_>) -> Option<Tensor> {
+        if self.lora.is_empty() {
+            return None;
+        }
+        let apply = |p: &LoraPair, x: &Tensor| x.linear::<Tensor>(&p.a, None).linear::<Tensor>(&p.b, None) * p.scale;
+        match sel {
+            Sel::Off => None,
+            Sel::All { id, dropout } => {
+                let p = self.pair(id)?;
+                Some(if dropout > 0.0 { apply(p, &x.dropout(dropout, true)) } else { apply(p, x) })
+            }
+            Sel::Rows(groups) => {
+                let mut out: Option<Tensor> = None;
+                for (id, idx) in groups {
+                    let Some(p) = self.pair(*id) else { continue };
+                    let d = apply(p, &x.index_select(0, idx));
+                    let base = out.take().unwrap_or_else(|| {
+                        let mut shape = x.size();
+                        *shape.last_mut().expect("rank ≥ 1") = p.b.size()[0];
+                        Tensor::zeros(shape, (d.kind(), d.device()))
+                    });
+                    out = Some(base.index_add(0, idx, &d));
+                }
+                out
+            }
+        }
+    }
+
+    /// The adapters' term of `parts` side by side, for their fused layer
+    /// ([`Linear::fuse`]): zeros for parts without one; `None` if none has.
+    fn fused_delta(parts: &[&Linear], x: &Tensor, sel: Sel<'_>) -> Option<Tensor> {
+        let ds: Vec<Option<Tensor>> = parts.iter().map(|p| p.lora_delta(x, sel)).collect();
+        let like = ds.iter().flatten().next()?;
+        let cols = |d: &Option<Tensor>, p: &Linear| match d {
+            Some(d) => d.shallow_clone(),
+            None => {
+                let mut shape = like.size();
+                *shape.last_mut().expect("rank ≥ 1") = p.w.size()[0];
+                Tensor::zeros(shape, (like.kind(), like.device()))
+            }
+        };
+        let all: Vec<Tensor> = ds.iter().zip(parts).map(|(d, p)| cols(d, p)).collect();
+        Some(Tensor::cat(&all, -1))
     }
 
     /// One linear layer computing `parts` side by side (their outputs
@@ -51,7 +130,7 @@ impl Linear {
                 }
                 at += n;
             }
-            Some(Linear { w, b, packed: None })
+            Some(Linear { w, b, packed: None, lora: vec![] })
         })
     }
 }
@@ -122,21 +201,28 @@ impl Attention {
     /// q [B,T,nh,hd] and k, v [B,T,nkv,hd] (not transposed), RoPE applied to
     /// q and k; `cos`, `sin` broadcast as [.., T, 1, hd]. With the fused
     /// projection (and no q/k norm) q and k get their RoPE in one go.
-    fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> (Tensor, Tensor, Tensor) {
+    fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, sel: Sel<'_>) -> (Tensor, Tensor, Tensor) {
         let (b, t, _) = x.size3().expect("[B,T,H]");
         let (nh, nkv, hd) = (self.n_heads, self.n_kv, self.head_dim);
+        let fused = |f: &Linear| {
+            let y = f.forward(x, Sel::Off);
+            match Linear::fused_delta(&[&self.q_proj, &self.k_proj, &self.v_proj], x, sel) {
+                Some(d) => y + d,
+                None => y,
+            }
+        };
         if let (Some(f), None) = (&self.qkv_proj, &self.q_norm) {
-            let y = f.forward(x).view([b, t, nh + 2 * nkv, hd]);
+            let y = fused(f).view([b, t, nh + 2 * nkv, hd]);
             let qk = apply_rope(&y.narrow(2, 0, nh + nkv), cos, sin);
             return (qk.narrow(2, 0, nh), qk.narrow(2, nh, nkv), y.narrow(2, nh + nkv, nkv));
         }
         let (q, k, v) = match &self.qkv_proj {
             Some(f) => {
-                let y = f.forward(x);
+                let y = fused(f);
                 let (nq, nk) = (nh * hd, nkv * hd);
                 (y.narrow(-1, 0, nq), y.narrow(-1, nq, nk), y.narrow(-1, nq + nk, nk))
             }
-            None => (self.q_proj.forward(x), self.k_proj.forward(x), self.v_proj.forward(x)),
+            None => (self.q_proj.forward(x, sel), self.k_proj.forward(x, sel), self.v_proj.forward(x, sel)),
         };
         let mut q = q.view([b, t, nh, hd]);
         let mut k = k.view([b, t, nkv, hd]);
@@ -205,16 +291,20 @@ impl Mlp {
             down_proj: Linear::new(&p / "down_proj", i, h, false, std),
         }
     }
-    fn forward(&self, x: &Tensor) -> Tensor {
+    fn forward(&self, x: &Tensor, sel: Sel<'_>) -> Tensor {
         let h = match &self.gate_up_proj {
             Some(f) => {
-                let y = f.forward(x);
+                let y = f.forward(x, Sel::Off);
+                let y = match Linear::fused_delta(&[&self.gate_proj, &self.up_proj], x, sel) {
+                    Some(d) => y + d,
+                    None => y,
+                };
                 let i = y.size()[y.dim() - 1] / 2;
                 y.narrow(-1, 0, i).silu() * y.narrow(-1, i, i)
             }
-            None => self.gate_proj.forward(x).silu() * self.up_proj.forward(x),
+            None => self.gate_proj.forward(x, sel).silu() * self.up_proj.forward(x, sel),
         };
-        self.down_proj.forward(&h)
+        self.down_proj.forward(&h, sel)
     }
 }
 
@@ -243,14 +333,15 @@ impl Block {
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
+        sel: Sel<'_>,
         attn: impl FnOnce(&Attention, Tensor, Tensor, Tensor) -> Tensor,
     ) -> Tensor {
         let h = self.input_layernorm.forward(x);
-        let (q, k, v) = self.self_attn.qkv(&h, cos, sin);
+        let (q, k, v) = self.self_attn.qkv(&h, cos, sin, sel);
         let a = attn(&self.self_attn, q, k, v);
-        let x = x + self.self_attn.o_proj.forward(&a);
+        let x = x + self.self_attn.o_proj.forward(&a, sel);
         let h = self.post_attention_layernorm.forward(&x);
-        &x + self.mlp.forward(&h)
+        &x + self.mlp.forward(&h, sel)
     }
 
     /// Causal self-attention of the step's own q, k, v (training and
@@ -382,6 +473,26 @@ pub struct Model {
     device: Device,
     /// Autocast for the training and scoring forwards ([`Model::set_amp`]).
     amp: Option<AmpDtype>,
+    /// The directory the base weights came from ([`Model::load`]).
+    source: Option<std::path::PathBuf>,
+    /// The adapter every training and scoring forward applies (id 0).
+    attached: Option<Attached>,
+    /// Adapters loaded by name for serving ([`Model::load_adapter`]).
+    served: BTreeMap<String, Served>,
+    next_adapter: u32,
+}
+
+/// The attached adapter: its config and its (trainable) tensors, by PEFT name.
+struct Attached {
+    cfg: LoraConfig,
+    vs: nn::VarStore,
+}
+
+/// A served adapter.
+struct Served {
+    id: u32,
+    cfg: LoraConfig,
+    dir: std::path::PathBuf,
 }
 
 impl Model {
@@ -424,16 +535,245 @@ impl Model {
             inv_freq,
             device,
             amp: None,
+            source: None,
+            attached: None,
+            served: BTreeMap::new(),
+            next_adapter: 1,
         })
     }
 
     /// Strict load of a HF directory (single or sharded safetensors): every
     /// tensor the model has must be there with its shape, and nothing else.
+    /// A LoRA adapter directory (PEFT's `adapter_config.json`) loads its base
+    /// model (`base_model_name_or_path`) with the adapter attached
+    /// ([`Model::load_lora`]).
     pub fn load(dir: &Path, device: Device, kind: Kind) -> Result<Model> {
+        if lora::is_adapter(dir) {
+            let base = lora::base_of(dir)?;
+            let mut model = Model::load(&base, device, kind)?;
+            model.load_lora(dir)?;
+            return Ok(model);
+        }
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
         let mut model = tch::no_grad(|| Model::new(config, device, kind))?;
         model.reload(dir).with_context(|| format!("loading `{}`", dir.display()))?;
+        model.source = Some(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()));
         Ok(model)
+    }
+
+    /// Every linear layer an adapter can target, with its name, layer index
+    /// and module name.
+    fn targets_mut(&mut self) -> Vec<(usize, &'static str, &mut Linear)> {
+        let mut out = Vec::new();
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            let a = &mut layer.self_attn;
+            out.push((i, "q_proj", &mut a.q_proj));
+            out.push((i, "k_proj", &mut a.k_proj));
+            out.push((i, "v_proj", &mut a.v_proj));
+            out.push((i, "o_proj", &mut a.o_proj));
+            let m = &mut layer.mlp;
+            out.push((i, "gate_proj", &mut m.gate_proj));
+            out.push((i, "up_proj", &mut m.up_proj));
+            out.push((i, "down_proj", &mut m.down_proj));
+        }
+        out
+    }
+
+    /// Attaches a fresh LoRA adapter and freezes the base weights: A drawn
+    /// as PEFT does (`kaiming_uniform_(a=√5)`: uniform in ±1/√in, from tch's
+    /// global generator), B zero — the model computes exactly what the base
+    /// does until B moves. Its tensors ([`Model::trainable_parameters`]) are
+    /// what training updates; every training and scoring forward applies it
+    /// (with dropout in [`Model::forward_backward_lean`]).
+    pub fn add_lora(&mut self, cfg: &LoraConfig) -> Result<()> {
+        if self.attached.is_some() {
+            bail!("the model already has a LoRA adapter attached");
+        }
+        let (device, kind) = (self.device, self.kind());
+        let vs = nn::VarStore::new(device);
+        let root = vs.root();
+        let scale = cfg.scale();
+        let r = cfg.rank as i64;
+        for (i, module, lin) in self.targets_mut() {
+            if !cfg.targets.iter().any(|t| t == module) {
+                continue;
+            }
+            let (out_dim, in_dim) = lin.w.size2().expect("[out, in]");
+            let path = &root / "base_model" / "model" / "model" / "layers" / i / lora::parent_of(module) / module;
+            let bound = 1.0 / (in_dim as f64).sqrt();
+            let a = (&path / "lora_A").var("weight", &[r, in_dim], Init::Uniform { lo: -bound, up: bound });
+            let b = (&path / "lora_B").var("weight", &[out_dim, r], Init::Const(0.0));
+            lin.lora.push(LoraPair { id: 0, a, b, scale });
+        }
+        let mut vs = vs;
+        if kind != Kind::Float {
+            vs.set_kind(kind);
+        }
+        self.vs.freeze();
+        self.attached = Some(Attached { cfg: cfg.clone(), vs });
+        Ok(())
+    }
+
+    /// Attaches the adapter saved in `dir` ([`Model::add_lora`] with its
+    /// config, then its tensors, each checked against this model first).
+    pub fn load_lora(&mut self, dir: &Path) -> Result<()> {
+        let (cfg, _) = lora::read_config(dir)?;
+        let src = self.read_adapter(dir, &cfg)?;
+        self.add_lora(&cfg)?;
+        let vars = self.attached.as_ref().expect("attached").vs.variables();
+        tch::no_grad(|| -> Result<()> {
+            for (name, var) in &vars {
+                let mut var = var.shallow_clone();
+                var.f_copy_(&src[name].to_kind(var.kind()).to_device(self.device))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The tensors of the adapter in `dir`, checked against this model: every
+    /// matrix `cfg` implies present with the shape this model needs, nothing else.
+    fn read_adapter(&self, dir: &Path, cfg: &LoraConfig) -> Result<std::collections::HashMap<String, Tensor>> {
+        let file = dir.join(lora::ADAPTER_WEIGHTS);
+        let mut src = weights::read_file(&file)?;
+        let ctx = || format!("adapter `{}`", dir.display());
+        let r = cfg.rank as i64;
+        let mut want = BTreeMap::new();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (a, m) = (&layer.self_attn, &layer.mlp);
+            for (module, lin) in [
+                ("q_proj", &a.q_proj),
+                ("k_proj", &a.k_proj),
+                ("v_proj", &a.v_proj),
+                ("o_proj", &a.o_proj),
+                ("gate_proj", &m.gate_proj),
+                ("up_proj", &m.up_proj),
+                ("down_proj", &m.down_proj),
+            ] {
+                if cfg.targets.iter().any(|t| t == module) {
+                    let (out_dim, in_dim) = lin.w.size2().expect("[out, in]");
+                    want.insert(lora::key(i, module, 'A'), vec![r, in_dim]);
+                    want.insert(lora::key(i, module, 'B'), vec![out_dim, r]);
+                }
+            }
+        }
+        for (name, shape) in &want {
+            match src.get(name) {
+                None => bail!("{}: tensor `{name}` is missing (this base model needs shape {shape:?})", ctx()),
+                Some(t) if &t.size() != shape => bail!(
+                    "{}: tensor `{name}` has shape {:?}, this base model needs {shape:?} — an adapter of another base model?",
+                    ctx(),
+                    t.size()
+                ),
+                Some(_) => {}
+            }
+        }
+        let mut extra: Vec<&String> = src.keys().filter(|k| !want.contains_key(*k)).collect();
+        if !extra.is_empty() {
+            extra.sort();
+            let n = extra.len();
+            extra.truncate(3);
+            bail!(
+                "{}: {n} tensor(s) this model has no place for, e.g. {} — an adapter of another base model, or more layers?",
+                ctx(),
+                extra.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+            );
+        }
+        src.retain(|k, _| want.contains_key(k));
+        Ok(src)
+    }
+
+    /// The attached adapter's config.
+    pub fn lora_config(&self) -> Option<&LoraConfig> {
+        self.attached.as_ref().map(|a| &a.cfg)
+    }
+
+    /// What training updates, by checkpoint name in sorted order: the
+    /// attached adapter's matrices when there is one, else every parameter.
+    pub fn trainable_parameters(&self) -> BTreeMap<String, Tensor> {
+        match &self.attached {
+            Some(a) => a.vs.variables().into_iter().collect(),
+            None => self.named_parameters(),
+        }
+    }
+
+    /// Folds the attached adapter into the base weights (`W + s·B·A`, in
+    /// float32, cast back) and detaches it: what [`Model::save`] then writes
+    /// is an ordinary checkpoint.
+    pub fn merge_lora(&mut self) -> Result<()> {
+        if self.attached.is_none() {
+            bail!("no LoRA adapter to merge");
+        }
+        tch::no_grad(|| {
+            for (_, _, lin) in self.targets_mut() {
+                if let Some(p) = lin.lora.iter().find(|p| p.id == 0) {
+                    let w = lin.w.to_kind(Kind::Float)
+                        + p.b.to_kind(Kind::Float).matmul(&p.a.to_kind(Kind::Float)) * p.scale;
+                    lin.w.copy_(&w.to_kind(lin.w.kind()));
+                }
+                lin.lora.retain(|p| p.id != 0);
+            }
+        });
+        self.attached = None;
+        if self.cpu_matmul == CpuMatmul::OneDnn {
+            self.repack();
+        }
+        Ok(())
+    }
+
+    /// Loads the adapter in `dir` for serving under `name` (replacing an
+    /// adapter of that name: a new version). Everything is read and checked
+    /// against this model before anything changes: on error the model
+    /// serves what it served. Returns its id for [`Model::extend_with`].
+    pub fn load_adapter(&mut self, name: &str, dir: &Path) -> Result<u32> {
+        let (cfg, _) = lora::read_config(dir)?;
+        let src = self.read_adapter(dir, &cfg)?;
+        let id = self.served.get(name).map_or(self.next_adapter, |s| s.id);
+        let (device, kind) = (self.device, self.kind());
+        let scale = cfg.scale();
+        let mut tensors = BTreeMap::new();
+        for (k, t) in src {
+            tensors.insert(k, t.to_kind(kind).to_device(device));
+        }
+        for (i, module, lin) in self.targets_mut() {
+            lin.lora.retain(|p| p.id != id);
+            if cfg.targets.iter().any(|t| t == module) {
+                let a = tensors.remove(&lora::key(i, module, 'A')).expect("checked");
+                let b = tensors.remove(&lora::key(i, module, 'B')).expect("checked");
+                lin.lora.push(LoraPair { id, a, b, scale });
+            }
+        }
+        if id == self.next_adapter {
+            self.next_adapter += 1;
+        }
+        self.served.insert(name.to_string(), Served { id, cfg, dir: dir.to_path_buf() });
+        Ok(id)
+    }
+
+    /// Drops a served adapter; false when there is none of that name.
+    pub fn unload_adapter(&mut self, name: &str) -> bool {
+        let Some(s) = self.served.remove(name) else { return false };
+        for (_, _, lin) in self.targets_mut() {
+            lin.lora.retain(|p| p.id != s.id);
+        }
+        true
+    }
+
+    /// The id of a served adapter.
+    pub fn adapter_id(&self, name: &str) -> Option<u32> {
+        self.served.get(name).map(|s| s.id)
+    }
+
+    /// The served adapters: name, directory, config.
+    pub fn adapters(&self) -> Vec<(String, std::path::PathBuf, LoraConfig)> {
+        self.served.iter().map(|(n, s)| (n.clone(), s.dir.clone(), s.cfg.clone())).collect()
+    }
+
+    /// What the training and scoring forwards apply.
+    fn train_sel(&self, training: bool) -> Sel<'static> {
+        match &self.attached {
+            Some(a) => Sel::All { id: 0, dropout: if training { a.cfg.dropout } else { 0.0 } },
+            None => Sel::Off,
+        }
     }
 
     pub fn device(&self) -> Device {
@@ -568,8 +908,18 @@ impl Model {
     }
 
     /// Writes `config.json`, `generation_config.json` and the weights into
-    /// `dir` (which must exist). The caller makes the directory atomic.
+    /// `dir` (which must exist) — or, with an adapter attached, the adapter
+    /// alone in PEFT's format (`adapter_config.json` naming the base
+    /// directory, `adapter_model.safetensors` in the adapter's own dtype).
+    /// The caller makes the directory atomic.
     pub fn save(&self, dir: &Path, opts: &SaveOptions) -> Result<()> {
+        if let Some(a) = &self.attached {
+            let base = self.source.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            let cfg = serde_json::to_string_pretty(&a.cfg.to_json(&base))? + "\n";
+            std::fs::write(dir.join(lora::ADAPTER_CONFIG), cfg).context("writing adapter_config.json")?;
+            let params = self.trainable_parameters();
+            return weights::write_file(&dir.join(lora::ADAPTER_WEIGHTS), &params, self.kind());
+        }
         let params = self.named_parameters();
         weights::write_sharded(dir, &params, opts.kind, opts.max_shard_bytes)?;
         let cfg = self.config.to_checkpoint_json(weights::kind_name(opts.kind))?;
@@ -651,8 +1001,9 @@ impl Model {
         let mut x = self.embed(&ids);
         let pos = Tensor::arange(t, (Kind::Int64, self.device)).unsqueeze(-1);
         let (cos, sin) = self.rope(&pos, x.kind());
+        let sel = self.train_sel(false);
         for layer in &self.layers {
-            x = layer.forward(&x, &cos, &sin, Block::train_attn);
+            x = layer.forward(&x, &cos, &sin, sel, Block::train_attn);
         }
         x
     }
@@ -771,16 +1122,16 @@ impl Model {
     /// Embedding and every block of a plan's input (before the final norm);
     /// `blocks`: keep each block's input (for checkpointing) and run without
     /// a graph.
-    fn plan_trunk(&self, p: &Plan, keep_inputs: bool) -> (Tensor, Option<Vec<Tensor>>, (Tensor, Tensor)) {
+    fn plan_trunk(&self, p: &Plan, keep_inputs: bool, sel: Sel<'_>) -> (Tensor, Option<Vec<Tensor>>, (Tensor, Tensor)) {
         let mut x = if keep_inputs { tch::no_grad(|| self.embed(&p.input)) } else { self.embed(&p.input) };
         let (cos, sin) = self.rope(&p.pos, x.kind());
         let mut inputs = keep_inputs.then(|| Vec::with_capacity(self.layers.len()));
         for layer in &self.layers {
             if let Some(v) = inputs.as_mut() {
                 v.push(x.shallow_clone());
-                x = tch::no_grad(|| layer.forward(&x, &cos, &sin, |a, q, k, v| p.attend(a, q, k, v)));
+                x = tch::no_grad(|| layer.forward(&x, &cos, &sin, sel, |a, q, k, v| p.attend(a, q, k, v)));
             } else {
-                x = layer.forward(&x, &cos, &sin, |a, q, k, v| p.attend(a, q, k, v));
+                x = layer.forward(&x, &cos, &sin, sel, |a, q, k, v| p.attend(a, q, k, v));
             }
         }
         (x, inputs, (cos, sin))
@@ -807,7 +1158,7 @@ impl Model {
         let _amp = self.autocast();
         let ids = ids.to_device(self.device);
         let p = self.plan(&ids, None, layout);
-        let (x, _, _) = self.plan_trunk(&p, false);
+        let (x, _, _) = self.plan_trunk(&p, false, self.train_sel(false));
         let h = self.norm.forward(&x);
         let Layout::Packed(lens) = layout else { return h };
         let (b, t) = (p.b, p.t);
@@ -837,7 +1188,7 @@ impl Model {
             let _amp = self.autocast();
             let ids = ids.to_device(self.device);
             let p = self.plan(&ids, needed, layout);
-            let (x, _, _) = self.plan_trunk(&p, false);
+            let (x, _, _) = self.plan_trunk(&p, false, self.train_sel(false));
             let rows = self.plan_rows(&p, &x);
             let (lp, ent) = self.head_scores_chunked(&rows, &p.targets, o);
             TokenScores { logp: self.spread(&lp, &p), entropy: ent.map(|e| self.spread(&e, &p)) }
@@ -869,11 +1220,15 @@ impl Model {
         loss_of: impl FnOnce(&TokenScores) -> Result<Tensor>,
     ) -> Result<()> {
         let _amp = self.autocast();
+        let sel = self.train_sel(true);
+        if checkpointed && matches!(sel, Sel::All { dropout, .. } if dropout > 0.0) {
+            bail!("LoRA dropout with gradient checkpointing: the recomputed blocks would draw other dropout masks");
+        }
         let ids = ids.to_device(self.device);
         let p = self.plan(&ids, needed, layout);
         // The last hidden states: with the trunk's graph, or (checkpointed)
         // a leaf, each block's input kept.
-        let (x, inputs, (cos, sin)) = self.plan_trunk(&p, checkpointed);
+        let (x, inputs, (cos, sin)) = self.plan_trunk(&p, checkpointed, sel);
         let x = if checkpointed { x.detach().set_requires_grad(true) } else { x };
         let rows = self.plan_rows(&p, &x);
         let rows_leaf = rows.detach().set_requires_grad(true);
@@ -920,11 +1275,14 @@ impl Model {
             let mut g = x.grad();
             for (layer, xin) in self.layers.iter().zip(inputs).rev() {
                 let xin = xin.detach().set_requires_grad(true);
-                let out = layer.forward(&xin, &cos, &sin, |a, q, k, v| p.attend(a, q, k, v));
+                let out = layer.forward(&xin, &cos, &sin, sel, |a, q, k, v| p.attend(a, q, k, v));
                 (out * &g).sum(Kind::Float).backward();
                 g = xin.grad();
             }
-            (self.embed(&p.input) * g).sum(Kind::Float).backward();
+            // (A frozen embedding — LoRA — takes no gradient.)
+            if self.embed_tokens.requires_grad() {
+                (self.embed(&p.input) * g).sum(Kind::Float).backward();
+            }
         }
         Ok(())
     }
@@ -980,10 +1338,45 @@ impl Model {
         chunks: &[&[i64]],
         keep: &[std::ops::Range<usize>],
     ) -> Tensor {
+        self.extend_with(cache, slots, chunks, keep, &[])
+    }
+
+    /// [`Model::extend`] with a served adapter per sequence: `lora[i]` (an id
+    /// from [`Model::load_adapter`]) for chunk i; `None`, or `lora` empty:
+    /// the base (with the attached adapter, if any). Sequences of different
+    /// adapters and of the base run in the same batch: each adapter's term is
+    /// computed for its own rows only.
+    pub fn extend_with(
+        &self,
+        cache: &mut KvCache,
+        slots: &[usize],
+        chunks: &[&[i64]],
+        keep: &[std::ops::Range<usize>],
+        lora: &[Option<u32>],
+    ) -> Tensor {
         assert!(
             !slots.is_empty() && slots.len() == chunks.len() && chunks.len() == keep.len(),
             "one chunk and one row range per slot"
         );
+        assert!(lora.is_empty() || lora.len() == slots.len(), "one adapter (or none) per slot");
+        // Rows by adapter: the attached one (id 0) for rows without a served one.
+        let mut groups: Vec<(u32, Vec<i64>)> = Vec::new();
+        if lora.iter().any(Option::is_some) {
+            for (i, l) in lora.iter().enumerate() {
+                let id = match l {
+                    Some(id) => *id,
+                    None if self.attached.is_some() => 0,
+                    None => continue,
+                };
+                match groups.iter_mut().find(|g| g.0 == id) {
+                    Some(g) => g.1.push(i as i64),
+                    None => groups.push((id, vec![i as i64])),
+                }
+            }
+        }
+        let groups: Vec<(u32, Tensor)> =
+            groups.into_iter().map(|(id, rows)| (id, Tensor::from_slice(&rows).to_device(self.device))).collect();
+        let sel = if groups.is_empty() { self.train_sel(false) } else { Sel::Rows(&groups) };
         tch::no_grad(|| {
             let dev = self.device;
             let b = slots.len() as i64;
@@ -1059,7 +1452,7 @@ impl Model {
             let (nkv, hd) = (cache.nkv, cache.hd);
             for (l, layer) in self.layers.iter().enumerate() {
                 let (kc, vc) = (&mut cache.k[l], &mut cache.v[l]);
-                x = layer.forward(&x, &cos, &sin, |attn, q, k, v| {
+                x = layer.forward(&x, &cos, &sin, sel, |attn, q, k, v| {
                     // k, v [B,T,nkv,hd] → one row [nkv,hd] per real token.
                     let rows = |t: &Tensor| {
                         let flat = t.reshape([b * nmax, nkv, hd]);

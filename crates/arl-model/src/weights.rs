@@ -86,18 +86,35 @@ pub fn parse_kind(name: &str) -> Result<Kind> {
 pub fn read_all(dir: &Path) -> Result<HashMap<String, Tensor>> {
     let mut out = HashMap::new();
     for f in weight_files(dir)? {
-        let bytes = std::fs::read(&f).with_context(|| format!("cannot read `{}`", f.display()))?;
-        let st =
-            SafeTensors::deserialize(&bytes).with_context(|| format!("`{}`: not a safetensors file", f.display()))?;
-        for (name, view) in st.tensors() {
-            let kind = kind_of(view.dtype()).with_context(|| format!("`{}`: tensor `{name}`", f.display()))?;
-            let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-            let t = Tensor::f_from_data_size(view.data(), &shape, kind)
-                .with_context(|| format!("`{}`: tensor `{name}`", f.display()))?;
-            out.insert(name, t);
-        }
+        out.extend(read_file(&f)?);
     }
     Ok(out)
+}
+
+/// Every tensor of one safetensors file, on the CPU, in its stored dtype.
+pub fn read_file(f: &Path) -> Result<HashMap<String, Tensor>> {
+    let mut out = HashMap::new();
+    let bytes = std::fs::read(f).with_context(|| format!("cannot read `{}`", f.display()))?;
+    let st = SafeTensors::deserialize(&bytes).with_context(|| format!("`{}`: not a safetensors file", f.display()))?;
+    for (name, view) in st.tensors() {
+        let kind = kind_of(view.dtype()).with_context(|| format!("`{}`: tensor `{name}`", f.display()))?;
+        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let t = Tensor::f_from_data_size(view.data(), &shape, kind)
+            .with_context(|| format!("`{}`: tensor `{name}`", f.display()))?;
+        out.insert(name, t);
+    }
+    Ok(out)
+}
+
+/// Writes `tensors` (sorted by name) into one safetensors file in `kind`.
+pub fn write_file(path: &Path, tensors: &BTreeMap<String, Tensor>, kind: Kind) -> Result<()> {
+    let raws = tensors
+        .iter()
+        .map(|(k, t)| Ok((k.as_str(), to_raw(t, kind).with_context(|| format!("tensor `{k}`"))?)))
+        .collect::<Result<Vec<_>>>()?;
+    let meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
+    let items: Vec<(&str, &Raw)> = raws.iter().map(|(k, r)| (*k, r)).collect();
+    safetensors::serialize_to_file(items, Some(meta), path).with_context(|| format!("writing `{}`", path.display()))
 }
 
 struct Raw {

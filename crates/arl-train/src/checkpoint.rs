@@ -163,7 +163,8 @@ pub fn prune(dest: &Path, keep: usize) -> Result<Vec<PathBuf>> {
         .filter_map(|e| {
             let n = e.file_name().to_string_lossy().into_owned();
             let num = n.strip_prefix(stem)?.parse::<u64>().ok()?;
-            (e.path().join("config.json").exists()).then(|| (num, e.path()))
+            let p = e.path();
+            (p.join("config.json").exists() || arl_model::lora::is_adapter(&p)).then_some((num, p))
         })
         .collect();
     runs.sort();

@@ -164,6 +164,9 @@ pub struct TrainConfig {
     pub zero_stage: u8,
 
     pub critic: CriticConfig,
+    /// Train a LoRA adapter instead of the weights (`--lora-rank`); `None`
+    /// with an adapter directory as `model` continues that adapter.
+    pub lora: Option<arl_model::LoraConfig>,
     pub input: InputSpec,
 }
 
@@ -190,6 +193,18 @@ pub struct InitConfig {
     pub out: PathBuf,
     pub seed: u64,
     pub dtype: Kind,
+}
+
+/// `arl-train merge`: an adapter folded into its base model.
+#[derive(Debug, Clone)]
+pub struct MergeConfig {
+    /// The adapter directory (its base is `base_model_name_or_path`, or `base`).
+    pub adapter: PathBuf,
+    /// The base model, when not the one the adapter names.
+    pub base: Option<PathBuf>,
+    pub out: PathBuf,
+    /// Dtype of the written weights; `None`: the base's `torch_dtype`.
+    pub dtype: Option<Kind>,
 }
 
 /// `arl-train logprobs` and `arl-train values`: one number per response token

@@ -21,6 +21,15 @@ pub mod value_loss;
 use arl_core::record::Record;
 
 /// libtorch's intra-op threads: `n`, or every core when 0.
+/// [`arl_model::Model::load`], with what is wrong with a LoRA adapter
+/// directory (shapes of another base, a config arl cannot apply) as bad
+/// input (exit 65).
+pub fn load_model(dir: &std::path::Path, device: tch::Device, kind: tch::Kind) -> anyhow::Result<arl_model::Model> {
+    let adapter = arl_model::lora::is_adapter(dir);
+    arl_model::Model::load(dir, device, kind)
+        .map_err(|e| if adapter { arl_core::cli::data(format!("{e:#}")) } else { e })
+}
+
 pub fn set_threads(n: usize) {
     let n = if n == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { n };
     tch::set_num_threads(n as i32);

@@ -9,7 +9,8 @@ use arl_core::cli;
 use arl_core::cli::usage;
 use arl_model::device::DeviceSpec;
 use arl_train::config::{
-    CriticConfig, InitConfig, KlType, LossAgg, LossKind, PolicyLoss, Precision, Schedule, ScoreConfig, TrainConfig,
+    CriticConfig, InitConfig, KlType, LossAgg, LossKind, MergeConfig, PolicyLoss, Precision, Schedule, ScoreConfig,
+    TrainConfig,
 };
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use std::path::PathBuf;
@@ -24,6 +25,8 @@ use arl_train::config::TOOL;
 /// `--model` and writes the result to `--save` as a Hugging Face checkpoint
 /// (sharded safetensors, config.json, generation_config.json, tokenizer files)
 /// that appears whole or not at all. Per-step metrics go to `--metrics`.
+/// With `--lora-rank R` it trains a LoRA adapter instead and saves the
+/// adapter alone, in PEFT's format; `--model ADAPTER_DIR` continues one.
 ///
 /// Example: `arl-advantage … | arl-train --model ckpt/step-41 --save ckpt/step-42 --lr 1e-6 --metrics m.jsonl`
 #[derive(Debug, Parser)]
@@ -49,6 +52,34 @@ pub enum Command {
     /// Convert a GGUF model (llama.cpp's format) into a Hugging Face model directory
     #[command(long_about = CONVERT_HELP)]
     Convert(ConvertArgs),
+    /// Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads
+    #[command(long_about = MERGE_HELP)]
+    Merge(MergeArgs),
+}
+
+const MERGE_HELP: &str = "Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads.
+
+Reads the adapter directory (PEFT's `adapter_config.json` and `adapter_model.safetensors`, as \
+`arl-train --lora-rank` writes them or PEFT's `save_pretrained`), loads its base model \
+(`base_model_name_or_path`, or `--base`), and writes W + s·B·A for every adapted projection \
+(s = lora_alpha / r; lora_alpha / √r with rsLoRA), computed in float32, with the base's config, \
+generation config and tokenizer files. The directory appears whole or not at all. An adapter \
+whose shapes do not fit the base exits 65 and writes nothing.";
+
+#[derive(Debug, Clone, ClapArgs)]
+pub struct MergeArgs {
+    /// The adapter directory
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// The base model (default: the adapter's `base_model_name_or_path`)
+    #[arg(long, value_name = "DIR")]
+    pub base: Option<PathBuf>,
+    /// The merged model directory to write (replaced atomically)
+    #[arg(long, visible_alias = "save", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Tensor dtype of the written weights: `auto` is the base's `torch_dtype`
+    #[arg(long, default_value = "auto", value_name = "DTYPE")]
+    pub dtype: String,
 }
 
 const CONVERT_HELP: &str = "Convert a GGUF model (llama.cpp's format) into a Hugging Face model directory.
@@ -304,7 +335,41 @@ pub struct TrainArgs {
     pub critic: CriticArgs,
 
     #[command(flatten)]
+    pub lora: LoraArgs,
+
+    #[command(flatten)]
     pub input: InputArgs,
+}
+
+/// LoRA (`--lora-rank`): see `arl_model::lora`.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct LoraArgs {
+    /// Train a LoRA adapter of rank R instead of the model's weights (0: off).
+    /// The base weights are frozen (no gradients, no optimizer state); A is
+    /// drawn as PEFT does (uniform ±1/√in), B is zero, so the first step's
+    /// policy is exactly the base's. `--save` then writes the adapter alone in
+    /// PEFT's format (`adapter_config.json` naming `--model` as the base,
+    /// `adapter_model.safetensors`, trainer state, tokenizer files); `--model`
+    /// may be such a directory to continue training it (its own rank and
+    /// targets; `--lora-*` flags, if given, must agree). `arl-train merge`
+    /// folds an adapter into its base
+    #[arg(long, default_value_t = 0, value_name = "R", help_heading = "LoRA")]
+    pub lora_rank: usize,
+
+    /// Scaling numerator: the adapter adds (ALPHA / R)·B·A·x
+    #[arg(long, default_value_t = 16.0, value_name = "ALPHA", help_heading = "LoRA")]
+    pub lora_alpha: f64,
+
+    /// Dropout on the adapter's input while training (not with
+    /// `--gradient-checkpointing`)
+    #[arg(long, default_value_t = 0.0, value_name = "P", help_heading = "LoRA")]
+    pub lora_dropout: f64,
+
+    /// Projections that get an adapter, by their checkpoint names
+    /// (`q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj`), or
+    /// `all-linear` (all of them)
+    #[arg(long, default_value = "all-linear", value_name = "NAMES", help_heading = "LoRA")]
+    pub lora_targets: String,
 }
 
 /// PPO's learned critic (`--train-critic`): see `arl_train::critic`.
@@ -426,6 +491,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(Command::Init(a)) => arl_train::run::init(&a.config()?),
         Some(Command::Logprobs(a)) => arl_train::score::logprobs(&a.config()?),
         Some(Command::Values(a)) => arl_train::critic::values(&a.config()?),
+        Some(Command::Merge(a)) => arl_train::run::merge(&a.config()?),
         Some(Command::Convert(a)) => {
             let s = arl_gguf::convert(&a.gguf, &a.out)?;
             let types: Vec<String> = s.source_types.iter().map(|(t, n)| format!("{t} {n}")).collect();
@@ -504,6 +570,22 @@ impl TrainArgs {
             "auto" => None,
             s => Some(dtype(s)?),
         };
+        let l = &self.lora;
+        let lora = match l.lora_rank {
+            0 => None,
+            r => Some(
+                arl_model::LoraConfig::new(r, l.lora_alpha, l.lora_dropout, &l.lora_targets)
+                    .map_err(|e| usage(format!("{e:#}")))?,
+            ),
+        };
+        if lora.as_ref().is_some_and(|l| l.dropout > 0.0) && self.gradient_checkpointing {
+            return Err(usage(
+                "`--lora-dropout` with `--gradient-checkpointing`: the recomputed blocks would draw other dropout masks",
+            ));
+        }
+        if c.train_critic && (lora.is_some() || arl_model::lora::is_adapter(&model)) {
+            return Err(usage("`--train-critic` with a LoRA adapter is not supported yet: train the critic in full"));
+        }
         Ok(TrainConfig {
             model,
             save: self.save.clone(),
@@ -561,6 +643,7 @@ impl TrainArgs {
                 lr: c.critic_lr,
                 value_clip: c.value_clip,
             },
+            lora,
             input: self.input.spec()?,
         })
     }
@@ -575,6 +658,16 @@ impl InitArgs {
             seed: self.seed,
             dtype: dtype(&self.dtype)?,
         })
+    }
+}
+
+impl MergeArgs {
+    fn config(&self) -> Result<MergeConfig> {
+        let dtype = match self.dtype.as_str() {
+            "auto" => None,
+            s => Some(dtype(s)?),
+        };
+        Ok(MergeConfig { adapter: self.model.clone(), base: self.base.clone(), out: self.out.clone(), dtype })
     }
 }
 

@@ -9,7 +9,7 @@ use super::critic::CriticTrainer;
 use super::optim::{lr_at, AdamW, AdamWConfig};
 use super::step::{train_step, DataParallel};
 use super::{sample_of, set_threads, Need, Sample};
-use crate::config::{InitConfig, LossKind, Precision, TrainConfig, TOOL};
+use crate::config::{InitConfig, LossKind, MergeConfig, Precision, TrainConfig, TOOL};
 use anyhow::{Context, Result};
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
@@ -129,6 +129,10 @@ fn placement(args: &TrainConfig, world: usize) -> Result<(Device, Kind)> {
 /// each record with `messages`), to render `messages` for SFT.
 fn tokenizer_of(model_dir: &std::path::Path) -> Result<Option<(Tokenizer, Result<ChatTemplate, String>)>> {
     if !model_dir.join("tokenizer.json").exists() {
+        // An adapter without tokenizer files (as PEFT may save one): its base's.
+        if arl_model::lora::is_adapter(model_dir) {
+            return tokenizer_of(&arl_model::lora::base_of(model_dir)?);
+        }
         return Ok(None);
     }
     let t = Tokenizer::load(model_dir)?;
@@ -157,7 +161,7 @@ fn prepare_log_probs(
                 "add `--ref-model` (the initial policy), or run `arl-train logprobs --model REF` first",
             ));
         };
-        let mut reference = Model::load(ref_dir, model.device(), model.kind())?;
+        let mut reference = super::load_model(ref_dir, model.device(), model.kind())?;
         reference.set_amp(amp)?;
         let refs: Vec<&Sample> = samples.iter().collect();
         let lps = score_shared(&reference, &refs, budget, &scoring, comm);
@@ -318,17 +322,17 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
         inp.finish(TOOL, 0)?;
         return Err(cli::data(format!("no trainable records ({} read)", loaded.records)));
     }
-    let mut model = Model::load(&args.model, device, kind)?;
+    let mut model = load_policy(args, device, kind)?;
     // `--precision amp`: float32 weights, forwards under bf16 autocast.
     let amp = matches!(args.precision, Precision::Amp).then_some(AmpDtype::Bf16);
     model.set_amp(amp)?;
     // Every rank starts from rank 0's weights; gradients are summed in buckets.
     let bucket_bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(4.0) as usize;
     let dp = (world > 1).then(|| {
-        let sync = GradSync::new(model.named_parameters().into_values().collect(), bucket_bytes);
+        let sync = GradSync::new(model.trainable_parameters().into_values().collect(), bucket_bytes);
         sync.broadcast_params(comm);
         let zero = (args.zero_stage > 0)
-            .then(|| Zero::new(model.named_parameters().into_values().collect(), world, rank, bucket_bytes));
+            .then(|| Zero::new(model.trainable_parameters().into_values().collect(), world, rank, bucket_bytes));
         DataParallel { comm, sync, zero }
     });
     if args.loss == LossKind::Rl {
@@ -356,8 +360,8 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
         false => None,
     };
     let mut opt = match dp.as_ref().and_then(|d| d.zero.as_ref()) {
-        Some(z) => AdamW::sharded(model.named_parameters(), adam, &z.owned()),
-        None => AdamW::new(model.named_parameters(), adam),
+        Some(z) => AdamW::sharded(model.trainable_parameters(), adam, &z.owned()),
+        None => AdamW::new(model.trainable_parameters(), adam),
     };
     let plan = Plan::new(args, &samples, &mut opt, rank == 0 && !args.input.quiet)?;
     let save_kind = match args.save_dtype {
@@ -398,6 +402,11 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
             let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, plan.decay_steps, args.lr_schedule);
             // This rank's token-balanced share of the global batch.
             let mine = arl_dist::shard(chunk, &lens, world).swap_remove(rank);
+            // LoRA dropout draws from libtorch's generator, seeded per step:
+            // a resumed run draws the masks the uninterrupted one draws.
+            if model.lora_config().is_some_and(|l| l.dropout > 0.0) {
+                tch::manual_seed((args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ step) as i64);
+            }
             let (grad_norm, s) = train_step(&mut model, &mut opt, args, &samples, &mine, &lens, lr, dp.as_ref())?;
             step += 1;
             let secs = t0.elapsed().as_secs_f64();
@@ -445,6 +454,56 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     }
     saver.save(&model, &opt, step, end)?;
     inp.finish(TOOL, 0)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--model`, with the adapter `--lora-rank` asks for attached (a fresh one,
+/// or the one `--model` holds, which must then agree with the flags).
+fn load_policy(args: &TrainConfig, device: Device, kind: Kind) -> Result<Model> {
+    let mut model = super::load_model(&args.model, device, kind)?;
+    if let Some(want) = &args.lora {
+        match model.lora_config() {
+            None => model.add_lora(want)?,
+            Some(have) if have.rank != want.rank || have.targets != want.targets || have.alpha != want.alpha => {
+                return Err(cli::usage(format!(
+                    "`{}` holds an adapter of rank {}, alpha {}, targets {}; the flags ask for rank {}, alpha {}, \
+                     targets {} (drop the --lora-* flags to continue the adapter as it is)",
+                    args.model.display(),
+                    have.rank,
+                    have.alpha,
+                    have.targets.join(","),
+                    want.rank,
+                    want.alpha,
+                    want.targets.join(",")
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(model)
+}
+
+/// `arl-train merge`.
+pub fn merge(a: &MergeConfig) -> Result<ExitCode> {
+    let base = match &a.base {
+        Some(b) => b.clone(),
+        None => arl_model::lora::base_of(&a.adapter).map_err(|e| cli::data(format!("{e:#}")))?,
+    };
+    let mut model = Model::load(&base, Device::Cpu, Kind::Float)?;
+    model.load_lora(&a.adapter).map_err(|e| cli::data(format!("{e:#}")))?;
+    model.merge_lora()?;
+    let kind = match a.dtype {
+        Some(k) => k,
+        None => model.config.dtype_name().map(weights::parse_kind).transpose()?.unwrap_or(Kind::Float),
+    };
+    checkpoint::save(&model, &a.out, &SaveOptions { kind, ..Default::default() }, &base, |_| Ok(()))?;
+    eprintln!(
+        "{TOOL} merge: {} (rank {}) + {} -> {}",
+        a.adapter.display(),
+        arl_model::lora::read_config(&a.adapter)?.0.rank,
+        base.display(),
+        a.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,14 +6,13 @@ use super::{sample_of, set_threads, Need, Sample};
 use crate::config::{ScoreConfig, TOOL};
 use anyhow::{Context, Result};
 use arl_core::cli::{self, Input, InputSpec, OutputSpec};
-use arl_model::Model;
 use std::process::ExitCode;
 use tch::Kind;
 
 pub fn logprobs(a: &ScoreConfig) -> Result<ExitCode> {
     let device = a.device.resolve(None)?;
     set_threads(a.threads);
-    let model = Model::load(&a.model, device, Kind::Float)?;
+    let model = super::load_model(&a.model, device, Kind::Float)?;
     annotate(
         &a.input,
         &a.output,

@@ -414,3 +414,50 @@ fn torchrun_variables_alone_are_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("torchrun") && stderr.contains("--nproc"), "{stderr}");
 }
+
+/// A LoRA adapter trained on 2 ranks, with and without ZeRO, equals one
+/// process: the gradients summed and the optimizer sharded are the
+/// adapter's alone (the frozen base has none).
+#[test]
+fn lora_on_two_ranks_equals_one_process() {
+    let t = tmpdir();
+    std::fs::write(t.path().join("in.jsonl"), records(12)).unwrap();
+    let m = tiny();
+    let go = |save: &str, extra: &[&str]| {
+        let mpath = format!("{save}.jsonl");
+        let mut a = vec!["--model", m.to_str().unwrap(), "--save", save, "--metrics", &mpath, "-i", "in.jsonl"];
+        a.extend_from_slice(&["--global-batch-size", "4", "--shuffle", "--lr", "1e-2", "--clip-grad", "0.05"]);
+        a.extend_from_slice(&["--lora-rank", "4", "--lora-targets", "all-linear"]);
+        a.extend_from_slice(extra);
+        train(t.path(), &a, "").ok();
+        metrics(&t.path().join(mpath))
+    };
+    let one = go("one", &[]);
+    let two = go("two", &["--nproc", "2"]);
+    let z1 = go("z1", &["--nproc", "2", "--zero-stage", "1"]);
+    let adapter = |d: &str| tensors(&t.path().join(d).join("adapter_model.safetensors"));
+    let a1 = adapter("one");
+    let moved = a1.iter().filter(|(n, _)| n.contains("lora_B")).flat_map(|(_, v)| v).fold(0f32, |m, x| m.max(x.abs()));
+    assert!(moved > 1e-4, "the adapter barely moved ({moved})");
+    for (name, ms) in [("two", &two), ("z1", &z1)] {
+        for (a, b) in one.iter().zip(ms) {
+            for k in ["loss", "grad_norm"] {
+                let (x, y) = (a[k].as_f64().unwrap(), b[k].as_f64().unwrap());
+                assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "{name} {k}: {x} vs {y}");
+            }
+        }
+        let d = a1
+            .iter()
+            .zip(adapter(name))
+            .flat_map(|((na, va), (nb, vb))| {
+                assert_eq!(na, &nb);
+                va.iter().zip(vb).map(|(x, y)| (x - y).abs()).collect::<Vec<_>>()
+            })
+            .fold(0f32, f32::max);
+        eprintln!("lora {name}: max |Δ| vs one process = {d:e}");
+        assert!(d <= 1e-5, "{name}: adapters differ by {d}");
+    }
+    let (whole, half) =
+        (one[0]["optimizer_state_bytes"].as_f64().unwrap(), z1[0]["optimizer_state_bytes"].as_f64().unwrap());
+    assert!((half / (whole / 2.0) - 1.0).abs() <= 0.05, "{half} per rank vs {whole}");
+}
