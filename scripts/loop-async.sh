@@ -34,6 +34,12 @@ if is_gae; then
   echo "loop-async.sh: ESTIMATOR=gae (PPO with a critic) runs in scripts/loop-sync.sh only" >&2
   exit 2
 fi
+if lora_on; then
+  # The producer's rollouts would ask for an adapter the server has not been
+  # given before the first step (and one process spans many versions).
+  echo "loop-async.sh: LORA_RANK (LoRA) runs in scripts/loop-sync.sh only, for now" >&2
+  exit 2
+fi
 SPOOL=${SPOOL:-$RUN/spool}
 MAX_AHEAD=${MAX_AHEAD:-2}
 MAX_STALENESS=${MAX_STALENESS:-2}

@@ -158,14 +158,16 @@ if [ ! -d "$RUN/eval/step-0" ]; then
   eval_policy 0 "$URL" "$RUN/ckpt/step-0"
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
 fi
-env | grep -E '^(ESTIMATOR|CRITIC|CRITIC_ARGS|VALUES_ARGS)=' >>"$RUN/overrides.env" || true
+env | grep -E '^(ESTIMATOR|CRITIC|CRITIC_ARGS|VALUES_ARGS|LORA_RANK|LORA_ARGS)=' >>"$RUN/overrides.env" || true
 ALGO=GRPO
 [ "${ESTIMATOR:-}" = gae ] && ALGO="PPO (GAE, learned critic)"
+[ "${LORA_RANK:-0}" -gt 0 ] && ALGO="$ALGO with a LoRA adapter of rank $LORA_RANK"
 log "$ALGO: $STEPS steps of $BATCH prompts × $N samples"
 RUN=$RUN MODEL=$RUN/ckpt/step-0 PROMPTS=$PROMPTS EVAL_PROMPTS=$EVAL_PROMPTS STEPS=$STEPS PORT=$PORT \
   BATCH=$BATCH N=$N SEED=$SEED TEMPERATURE=$TEMPERATURE KEEP_OPTIMIZER=$KEEP_OPTIMIZER EVAL_EVERY=$EVAL_EVERY EVAL_K=$EVAL_K STATS_BY=$STATS_BY \
   ROLLOUT_ARGS=$ROLLOUT_ARGS REWARD_ARGS=$REWARD_ARGS FILTER_ARGS=$FILTER_ARGS ADV_ARGS=$ADV_ARGS TRAIN_ARGS=$TRAIN_ARGS \
   ESTIMATOR=${ESTIMATOR:-} CRITIC_ARGS=${CRITIC_ARGS:---critic-lr 1e-5} VALUES_ARGS=${VALUES_ARGS:-} \
+  LORA_RANK=${LORA_RANK:-0} LORA_ARGS=${LORA_ARGS:-} LORA_NAME=${LORA_NAME:-policy} \
   scripts/loop-sync.sh
 
 # 5. plot and summary ------------------------------------------------------------

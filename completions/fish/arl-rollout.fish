@@ -15,6 +15,7 @@ complete -c arl-rollout -l concurrency -d 'Most `/generate` requests in flight a
 complete -c arl-rollout -l request-timeout -d 'Timeout of one `/generate` request, in seconds' -r
 complete -c arl-rollout -l max-retries -d 'Retries of a failed request (connection error, timeout, HTTP 408/429/5xx) before the run fails' -r
 complete -c arl-rollout -l retry-backoff -d 'First retry delay in seconds; doubles per retry, capped at 10 s' -r
+complete -c arl-rollout -l lora -d 'LoRA adapter to generate with: every `/generate` request names it in `lora_path` (SGLang\'s field; the server must have it loaded, e.g. `arl-serve --lora-paths NAME=DIR` or `arl-sync --lora NAME`), so the recorded log-probs are the adapter\'s. Default: the base model. `--opponent-endpoint`\'s requests do not name it' -r
 complete -c arl-rollout -l tokenizer -d 'Model or tokenizer directory: `tokenizer.json`, the chat template (`chat_template.jinja`, else `chat_template` in `tokenizer_config.json`), `eos_token`, and the end-of-sequence ids of `generation_config.json`' -r -F
 complete -c arl-rollout -l system -d 'System message put first when a prompt has none' -r
 complete -c arl-rollout -l chat-template-kwargs -d 'Variables for the chat template, a JSON object (vLLM\'s and SGLang\'s `--chat-template-kwargs`), e.g. `{"enable_thinking": false}` for Qwen3; every rendering gets them, the tool turns included' -r

@@ -5,6 +5,7 @@ complete -c arl-serve -l dtype -d 'Weight dtype: `auto` (float32 on CPU; the che
 complete -c arl-serve -l cpu-matmul -d 'CPU float32 matrix multiplies: `auto` (oneDNN when it measures faster at load), `onednn`, `blas`' -r
 complete -c arl-serve -l weight-version -d 'Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)' -r
 complete -c arl-serve -l served-model-name -d 'Model name in `/v1/models` and chat responses; default: `--model-path`' -r
+complete -c arl-serve -l lora-paths -d 'LoRA adapters served from the start: `NAME=DIR` or `DIR` (named DIR); requests pick one by `lora_path`' -r
 complete -c arl-serve -l scripted -d 'TEST DOUBLE: answer from a JSONL file of scripted completions (`{"completion": TEXT, "when"?: SUBSTRING, "token_delay_ms"?: MS}`; the entry whose `when` occurs latest in the prompt wins, else entries without `when` in turn; a decode step holding a completion with `token_delay_ms` takes that long), tokenised with the model\'s tokenizer, instead of running the model. Only the tokenizer and config of `--model-path` are read' -r -F
 complete -c arl-serve -l tool-call-parser -d 'How the model writes tool calls (SGLang\'s names): `qwen25` (also `qwen`, `hermes`), `llama3`, `mistral`' -r -f -a "qwen25\t'`<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Qwen2.5, Qwen3, Hermes)'
 llama3\t'`{"name": …, "parameters": {…}}`, optionally after `<|python_tag|>`, `;` between calls (Llama 3.x)'

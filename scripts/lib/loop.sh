@@ -27,6 +27,13 @@
 #   SEED       base seed                             (1)
 #   KEEP_OPTIMIZER  1: the first RL step also continues the starting
 #              checkpoint's AdamW moments (e.g. the SFT run's)   (0)
+#   LORA_RANK  R > 0: train a LoRA adapter of rank R instead of the weights
+#              (arl-train --lora-rank): ckpt/step-K (K ≥ 1) are adapters; the
+#              server keeps the base and gets each new adapter as LORA_NAME
+#              (arl-sync --lora), rollouts and evaluations ask for it
+#              (arl-rollout --lora)                              (0: off)
+#   LORA_ARGS  more arl-train LoRA flags  (--lora-alpha 32 --lora-targets all-linear)
+#   LORA_NAME  the adapter's name on the servers                 (policy)
 
 : "${BIN:=target/release}"
 : "${BATCH:=16}"
@@ -114,6 +121,15 @@ track_stop() {
   TRACKER_MINE=
 }
 
+# lora_on: whether the run trains a LoRA adapter (LORA_RANK > 0).
+lora_on() { [ "${LORA_RANK:-0}" -gt 0 ]; }
+
+# lora_flag DIR: `--lora $LORA_NAME` when DIR is an adapter (the policy a
+# rollout or an evaluation must ask the server for), nothing otherwise.
+lora_flag() {
+  if lora_on && [ -f "$1/adapter_config.json" ]; then echo "--lora ${LORA_NAME:-policy}"; fi
+}
+
 # start_server DIR PORT VERSION: arl-serve on loopback, waits for /health.
 start_server() {
   local dir=$1 port=$2 version=$3
@@ -155,14 +171,15 @@ answer_format() {
 # step (or from the first with KEEP_OPTIMIZER=1); the exact command goes to
 # STEP_DIR/train.cmd for scripts/replay.sh.
 train_step() {
-  local step=$1 policy=$2 out=$3 d=$4 resume="" critic=""
+  local step=$1 policy=$2 out=$3 d=$4 resume="" critic="" lora=""
   [ -d "$policy/trainer_state" ] && { [ "$step" -gt 1 ] || [ "$KEEP_OPTIMIZER" = 1 ]; } && resume=--resume
   # PPO: the critic of step K-1 is trained on the same batch into critic/step-K
   # (written before the policy, so a step with its checkpoint has its critic).
   is_gae && critic="--train-critic --critic $RUN/critic/step-$((step - 1)) --critic-save $RUN/critic/step-$step $CRITIC_ARGS"
+  lora_on && lora="--lora-rank $LORA_RANK ${LORA_ARGS:---lora-alpha 32 --lora-targets all-linear}"
   # The log-probs are of the distribution the rollout sampled from: logits / TEMPERATURE.
-  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl --temperature $TEMPERATURE $TRAIN_ARGS $critic --seed $((SEED + step))" >"$d/train.cmd"
-  arl arl-train -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" --temperature "$TEMPERATURE" $TRAIN_ARGS $critic \
+  echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl --temperature $TEMPERATURE $TRAIN_ARGS $critic $lora --seed $((SEED + step))" >"$d/train.cmd"
+  arl arl-train -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" --temperature "$TEMPERATURE" $TRAIN_ARGS $critic $lora \
       --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
 }
 
@@ -196,9 +213,10 @@ values_of() {
   fi
 }
 
-# sync_to STEP: pushes ckpt/step-STEP to $ENDPOINT (or $SYNC_ARGS) as weight version STEP.
+# sync_to STEP: pushes ckpt/step-STEP to $ENDPOINT (or $SYNC_ARGS) as weight
+# version STEP (an adapter as $LORA_NAME under LoRA).
 sync_to() {
-  arl arl-sync --checkpoint "$RUN/ckpt/step-$1" ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$1" \
+  arl arl-sync --checkpoint "$RUN/ckpt/step-$1" $(lora_flag "$RUN/ckpt/step-$1") ${SYNC_ARGS:---endpoint $ENDPOINT} --weight-version "$1" \
     >>"$RUN/logs/sync.log" 2>&1
 }
 
@@ -210,8 +228,15 @@ serve_or_sync() {
   if [ -z "${ENDPOINT:-}" ]; then
     PORT=${PORT:-30123}
     ENDPOINT=http://127.0.0.1:$PORT
-    log "arl-serve: ckpt/step-$last on $ENDPOINT (weight version $last)"
-    start_server "$RUN/ckpt/step-$last" "$PORT" "$last"
+    if lora_on && [ "$last" -gt 0 ]; then
+      # LoRA: the base, then the adapter of step LAST as $LORA_NAME.
+      log "arl-serve: the base with ckpt/step-$last as adapter ${LORA_NAME:-policy} on $ENDPOINT (weight version $last)"
+      start_server "$MODEL" "$PORT" 0
+      sync_to "$last"
+    else
+      log "arl-serve: ckpt/step-$last on $ENDPOINT (weight version $last)"
+      start_server "$RUN/ckpt/step-$last" "$PORT" "$last"
+    fi
   elif [ "$last" -gt 0 ]; then
     sync_to "$last"
   fi
@@ -226,10 +251,10 @@ jget() { jq -c "$2 // null" "$1"; }
 eval_policy() {
   local step=$1 endpoint=$2 tok=$3 d="$RUN/eval/step-$1"
   mkdir -p "$d"
-  arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
+  arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" $(lora_flag "$tok") \
       -n 1 --temperature 0 $ROLLOUT_ARGS \
     | arl arl-reward -q $REWARD_ARGS -o "$d/greedy.jsonl"
-  arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" \
+  arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" $(lora_flag "$tok") \
       -n "${EVAL_K:-8}" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
     | arl arl-reward -q $REWARD_ARGS -o "$d/sampled.jsonl"
   arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/greedy.jsonl" >"$d/greedy.stats.json"
@@ -266,7 +291,7 @@ rl_step() {
   mkdir -p "$d"
   t0=$(now)
   arl arl-rollout -q -i "$PROMPTS" --batch-size "$BATCH" --step "$((step - 1))" --seed "$SEED" \
-      --endpoint "$endpoint" --tokenizer "$policy" -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
+      --endpoint "$endpoint" --tokenizer "$policy" $(lora_flag "$policy") -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
       --trace "$d/rollout.trace.jsonl" \
     | arl arl-reward -q $REWARD_ARGS -o "$d/scored.jsonl"
   t1=$(now)

@@ -25,6 +25,8 @@ pub struct ClientConfig {
     pub timeout: Duration,
     pub max_retries: u32,
     pub backoff: Duration,
+    /// The LoRA adapter every request asks for (`lora_path`), by name.
+    pub lora: Option<String>,
 }
 
 /// Counters printed in the run summary.
@@ -54,6 +56,8 @@ pub struct Client {
     cancel_notify: tokio::sync::Notify,
     /// `--concurrency`: one permit per request on the wire.
     slots: tokio::sync::Semaphore,
+    /// Written after the fixed fields of every request (`,"lora_path":…`).
+    extra: Vec<u8>,
 }
 
 /// Why a generation call did not produce an answer.
@@ -99,7 +103,12 @@ impl Client {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let extra = match &cfg.lora {
+            Some(name) => format!(",\"lora_path\":{}", Value::String(name.clone())).into_bytes(),
+            None => Vec::new(),
+        };
         Ok(Client {
+            extra,
             http,
             generate_urls,
             load: (0..n).map(|_| AtomicUsize::new(0)).collect(),
@@ -183,7 +192,7 @@ impl Client {
             }
             let sent = trace.map(|t| t.now());
             let rid = format!("arl-{}-{}", self.pid, self.seq.fetch_add(1, Ordering::Relaxed));
-            let body = request_body(&rid, input_ids, sampling, max_new_tokens);
+            let body = request_body(&rid, input_ids, sampling, max_new_tokens, &self.extra);
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut m) = self.inflight.lock() {
                 m.insert(rid.clone(), at);
@@ -398,10 +407,11 @@ impl Sampling {
     }
 }
 
-/// A `/generate` request: `{"rid", "input_ids", "sampling_params", "return_logprob": true}`,
-/// written straight from the slices (a `json!` tree would box every token id).
-fn request_body(rid: &str, input_ids: &[u32], sampling: &Sampling, max_new_tokens: u32) -> Vec<u8> {
-    let mut b = Vec::with_capacity(96 + sampling.head.len() + 11 * input_ids.len());
+/// A `/generate` request: `{"rid", "input_ids", "sampling_params", "return_logprob": true}`
+/// and `extra` (JSON members, each after a comma), written straight from
+/// the slices (a `json!` tree would box every token id).
+fn request_body(rid: &str, input_ids: &[u32], sampling: &Sampling, max_new_tokens: u32, extra: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(96 + sampling.head.len() + extra.len() + 11 * input_ids.len());
     b.extend_from_slice(b"{\"rid\":");
     serde_json::to_writer(&mut b, rid).expect("writing to a Vec");
     b.extend_from_slice(b",\"input_ids\":[");
@@ -414,7 +424,9 @@ fn request_body(rid: &str, input_ids: &[u32], sampling: &Sampling, max_new_token
     }
     b.extend_from_slice(b"],\"sampling_params\":");
     sampling.write(max_new_tokens, &mut b);
-    b.extend_from_slice(b",\"return_logprob\":true}");
+    b.extend_from_slice(b",\"return_logprob\":true");
+    b.extend_from_slice(extra);
+    b.push(b'}');
     b
 }
 
@@ -428,7 +440,7 @@ mod tests {
         params.insert("temperature".into(), json!(0.7));
         params.insert("stop".into(), json!(["\"</s>\"", "\n"]));
         params.insert("max_new_tokens".into(), json!(5));
-        let body = request_body("arl-\"1\"-2", &[0, 7, 4294967295], &Sampling::new(params), 300);
+        let body = request_body("arl-\"1\"-2", &[0, 7, 4294967295], &Sampling::new(params), 300, b"");
         let v: Value = serde_json::from_slice(&body).expect("valid JSON");
         assert_eq!(
             v,
@@ -436,11 +448,21 @@ mod tests {
                    "sampling_params": {"temperature": 0.7, "stop": ["\"</s>\"", "\n"], "max_new_tokens": 300},
                    "return_logprob": true})
         );
-        let v: Value =
-            serde_json::from_slice(&request_body("r", &[], &Sampling::new(Default::default()), 1)).expect("valid JSON");
+        let v: Value = serde_json::from_slice(&request_body("r", &[], &Sampling::new(Default::default()), 1, b""))
+            .expect("valid JSON");
         assert_eq!(
             v,
             json!({"rid": "r", "input_ids": [], "sampling_params": {"max_new_tokens": 1}, "return_logprob": true})
         );
+        // `--lora`: the adapter's name, JSON-escaped, after the fixed fields.
+        let v: Value = serde_json::from_slice(&request_body(
+            "r",
+            &[1],
+            &Sampling::new(Default::default()),
+            1,
+            b",\"lora_path\":\"my \\\"a\\\"\"",
+        ))
+        .expect("valid JSON");
+        assert_eq!(v["lora_path"], "my \"a\"");
     }
 }

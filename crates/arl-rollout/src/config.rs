@@ -31,6 +31,8 @@ pub struct Config {
     pub request_timeout: Duration,
     pub max_retries: u32,
     pub retry_backoff: Duration,
+    /// The LoRA adapter the policy requests name (`lora_path`).
+    pub lora: Option<String>,
 
     /// The model directory whose tokenizer (and chat template) is used.
     pub tokenizer: PathBuf,

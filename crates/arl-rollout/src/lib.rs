@@ -327,6 +327,7 @@ fn run_with(cfg: Config, tracer: Option<Arc<trace::Tracer>>) -> Result<ExitCode>
             timeout: cfg.request_timeout,
             max_retries: cfg.max_retries,
             backoff: cfg.retry_backoff,
+            lora: cfg.lora.clone(),
         },
         cfg.concurrency,
     )?;
@@ -396,6 +397,8 @@ fn run_with(cfg: Config, tracer: Option<Arc<trace::Tracer>>) -> Result<ExitCode>
                     timeout: cfg.request_timeout,
                     max_retries: cfg.max_retries,
                     backoff: cfg.retry_backoff,
+                    // The opponent's server plays its own model.
+                    lora: None,
                 },
                 cfg.concurrency,
             )?;

@@ -86,6 +86,13 @@ pub struct Args {
     /// First retry delay in seconds; doubles per retry, capped at 10 s
     #[arg(long, default_value_t = 0.5, value_name = "SECS", help_heading = "Server")]
     pub retry_backoff: f64,
+    /// LoRA adapter to generate with: every `/generate` request names it in
+    /// `lora_path` (SGLang's field; the server must have it loaded, e.g.
+    /// `arl-serve --lora-paths NAME=DIR` or `arl-sync --lora NAME`), so the
+    /// recorded log-probs are the adapter's. Default: the base model.
+    /// `--opponent-endpoint`'s requests do not name it
+    #[arg(long, value_name = "NAME", help_heading = "Server")]
+    pub lora: Option<String>,
 
     /// Model or tokenizer directory: `tokenizer.json`, the chat template
     /// (`chat_template.jinja`, else `chat_template` in `tokenizer_config.json`),
@@ -329,6 +336,10 @@ impl Args {
             request_timeout: secs("request-timeout", self.request_timeout)?,
             max_retries: self.max_retries,
             retry_backoff: secs("retry-backoff", self.retry_backoff)?,
+            lora: match self.lora {
+                Some(l) if l.is_empty() => return Err(usage("`--lora` needs an adapter name")),
+                l => l,
+            },
             tokenizer: self.tokenizer,
             system: self.system,
             no_chat_template: self.no_chat_template,

@@ -1,5 +1,7 @@
 //! What the scheduler needs from a model: per-sequence KV caches, a prefill,
-//! one batched decode step, and an in-place weight reload. Rows come back as
+//! one batched decode step, an in-place weight reload, and LoRA adapters
+//! loaded and dropped by key (a sequence runs with the adapter its prefill
+//! named, through its decode steps). Rows come back as
 //! log-probabilities `log_softmax(logits.float() / T)` (T = 1 for greedy), one
 //! row of `vocab_size` per position.
 //!
@@ -23,6 +25,9 @@ pub struct Prefill<'a> {
     pub ids: &'a [u32],
     pub temperature: f32,
     pub from_row: usize,
+    /// The key of the LoRA adapter ([`Engine::load_adapter`]) the sequence
+    /// runs with, from its prefill to its release; `None`: the base model.
+    pub lora: Option<&'a str>,
 }
 
 pub trait Engine: Send {
@@ -34,8 +39,10 @@ pub trait Engine: Send {
     /// and returns the rows of positions `from_row..ids.len()`, flattened.
     fn prefill(&mut self, seq: SeqId, ids: &[u32], temperature: f32, from_row: usize) -> Result<Vec<f32>>;
     /// Several fresh prefills at once (one batched forward where the engine
-    /// can); answers one flattened block of rows per item, in order. The
-    /// default runs them one by one.
+    /// can, sequences of different adapters and of the base together);
+    /// answers one flattened block of rows per item, in order. The default
+    /// runs them one by one, ignoring `lora` (for engines whose adapters
+    /// change nothing, as the test double's).
     fn prefill_many(&mut self, items: &[Prefill<'_>]) -> Result<Vec<Vec<f32>>> {
         items.iter().map(|p| self.prefill(p.seq, p.ids, p.temperature, p.from_row)).collect()
     }
@@ -46,6 +53,11 @@ pub trait Engine: Send {
     fn release(&mut self, seq: SeqId);
     /// Loads the weights of `dir` in place; on error the old weights stay.
     fn reload(&mut self, dir: &Path) -> Result<()>;
+    /// Loads the LoRA adapter in `dir` (PEFT's layout) under `key`, a key not
+    /// in use; on error nothing changes.
+    fn load_adapter(&mut self, key: &str, dir: &Path) -> Result<()>;
+    /// Drops the adapter of `key` (no sequence runs with it any more).
+    fn unload_adapter(&mut self, key: &str);
 }
 
 /// End-of-sequence ids of a model directory ([`arl_chat::tokenizer::eos_ids`]:
@@ -92,6 +104,8 @@ pub struct ScriptedEngine {
     seqs: HashMap<SeqId, (Vec<u32>, usize)>,
     /// Per sequence: its script's `token_delay_ms`.
     delays: HashMap<SeqId, u64>,
+    /// Keys of the loaded adapters (which change nothing in the answers).
+    adapters: std::collections::HashSet<String>,
 }
 
 impl ScriptedEngine {
@@ -121,6 +135,7 @@ impl ScriptedEngine {
             next_fallback: 0,
             seqs: HashMap::new(),
             delays: HashMap::new(),
+            adapters: Default::default(),
         })
     }
 
@@ -205,5 +220,18 @@ impl Engine for ScriptedEngine {
     fn reload(&mut self, dir: &Path) -> Result<()> {
         // The double has no weights; it checks what a real load would need.
         arl_core::model_dir::check_checkpoint(dir)
+    }
+    fn load_adapter(&mut self, key: &str, dir: &Path) -> Result<()> {
+        // As for `reload`: the files a real load reads, not their shapes.
+        arl_model::lora::read_config(dir)?;
+        let w = dir.join(arl_model::lora::ADAPTER_WEIGHTS);
+        if !w.is_file() {
+            bail!("`{}` is missing", w.display());
+        }
+        self.adapters.insert(key.to_string());
+        Ok(())
+    }
+    fn unload_adapter(&mut self, key: &str) {
+        self.adapters.remove(key);
     }
 }

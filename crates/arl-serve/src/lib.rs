@@ -56,20 +56,24 @@ pub struct Config {
     pub tool_header: Option<String>,
     /// When tools go into the system message as a header (`--tool-header-mode`).
     pub tool_header_mode: arl_chat::tool_header::HeaderMode,
+    /// LoRA adapters loaded at start (`--lora-paths`): name and directory.
+    pub lora_paths: Vec<(String, String)>,
 }
 
 /// Starts one scheduler thread per engine (data-parallel replicas behind a
 /// [`scheduler::Dispatcher`] when there are several) and serves HTTP until the
 /// process is killed. Prints `listening on http://HOST:PORT` on stderr once
-/// bound (port 0 picks a free port).
+/// bound (port 0 picks a free port). The `--lora-paths` adapters are loaded
+/// into every replica first: one that does not load is bad input data
+/// ([`arl_core::cli`]'s exit 65), before anything listens.
 pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokenizer>, eos: Vec<u32>) -> Result<()> {
     anyhow::ensure!(!engines.is_empty(), "no engine to serve");
     let metrics = Arc::new(metrics::Metrics::default());
     let new_shared =
         |replicas| Arc::new(scheduler::Shared::new(&cfg.weight_version, &cfg.model_path, replicas, metrics.clone()));
     let (tx, rx) = crossbeam_channel::unbounded();
-    let start = |engine, shared, rx, seed, name: String| {
-        let sched = scheduler::Scheduler::new(
+    let start = |engine, shared: Arc<scheduler::Shared>, rx, seed, name: String| {
+        let mut sched = scheduler::Scheduler::new(
             engine,
             tok.clone(),
             eos.clone(),
@@ -80,6 +84,11 @@ pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokeni
             seed,
             cfg.log_requests,
         );
+        for (lora, dir) in &cfg.lora_paths {
+            sched.load_lora(lora, dir, None).map_err(|e| {
+                arl_core::error::data(format!("`--lora-paths {lora}={dir}`: the adapter does not load: {e:#}"))
+            })?;
+        }
         std::thread::Builder::new()
             .name(name)
             .spawn(move || sched.run())
@@ -104,6 +113,9 @@ pub fn serve(cfg: Config, engines: Vec<Box<dyn engine::Engine>>, tok: Arc<Tokeni
             parts.push(part);
         }
         let shared = new_shared(parts);
+        if let Some(first) = shared.replicas.first() {
+            *shared.adapters.lock().map_err(|_| anyhow::anyhow!("poisoned"))? = first.adapters();
+        }
         let dispatcher = scheduler::Dispatcher::new(rx, txs, shared.clone());
         std::thread::Builder::new()
             .name("arl-dispatcher".into())

@@ -4,7 +4,7 @@
 //! Output: HTTP on `--host`/`--port`; the bound address is printed on stderr
 //! (`arl-serve: listening on http://127.0.0.1:30000`). Runs until killed.
 //! Exit codes: 1 when the model cannot be loaded or the port cannot be bound;
-//! 2 usage error.
+//! 2 usage error; 65 when a `--lora-paths` adapter does not load.
 use anyhow::{Context, Result};
 use arl_chat::tokenizer::Tokenizer;
 use arl_core::cli::{self, EXIT_CODES_HELP};
@@ -27,6 +27,39 @@ have full-width AVX-512; oneDNN picks kernels by instruction set: on a Zen 5
 EPYC it decoded SmolLM2-135M about 1.7x faster. Batches under 4 rows take
 the BLAS path either way. No effect on CUDA or on bfloat16/float16 models.";
 
+const LORA_PATHS_HELP: &str = "\
+LoRA adapters to serve from the start, as SGLang's `--lora-paths`: `NAME=DIR`,
+or `DIR` (its name is then DIR as written), or the JSON object
+`{\"lora_name\": NAME, \"lora_path\": DIR}`; several after one flag or the
+flag repeated. An adapter is a PEFT directory (`adapter_config.json`,
+`adapter_model.safetensors`, as `arl-train --lora-rank` and PEFT write them) for
+this base model: every tensor is checked against the model, and one that does
+not fit (another base model, DoRA, biases, per-module ranks) stops the server
+before it listens, exit code 65.
+
+A request names its adapter in `lora_path` (`/generate`: a name for every
+prompt, or a list with a name or null per prompt of a batch;
+`/v1/chat/completions`: an extra body field); without one it runs the base
+model, and a name that is not loaded is a 400 naming it. Requests of
+different adapters and of the base are decoded in the same batches (each
+adapter's term computed for its own rows). `POST /load_lora_adapter`
+`{\"lora_name\", \"lora_path\"}` loads one more, or replaces the adapter of
+that name (a new version), in every `--dp-size` replica; `POST
+/unload_lora_adapter` `{\"lora_name\"}` removes one; both answer SGLang's
+`{\"success\", \"error_message\", \"loaded_adapters\": {name: path}}`, HTTP
+400 when they fail, and then the server serves exactly what it served.
+In-flight requests: a request keeps the version of its adapter that was
+loaded when the server received it until it ends, also when the adapter is
+replaced or unloaded meanwhile (as SGLang lets such requests finish); the old
+version is freed when its last request ends. Versions: `/load_lora_adapter`
+takes an optional `weight_version` (what `arl-sync --lora` sends), else the
+adapter's versions count `1`, `2`, … per name; a request on an adapter reports
+its adapter's version as `meta_info.weight_version`. `/get_model_info` and
+`/get_server_info` list the adapters (`lora_adapters`: path, weight version,
+rank, alpha, targets), `/v1/models` shows each as a model whose `parent` is
+the base. There is no prefix cache, so no KV is shared between requests,
+of one adapter or of several.";
+
 /// Serve a model over SGLang's HTTP API: /generate, weight updates, OpenAI chat with tools
 ///
 /// Endpoints: `POST /generate` (text or input_ids, single or batched, `n`,
@@ -44,7 +77,9 @@ the BLAS path either way. No effect on CUDA or on bfloat16/float16 models.";
 /// forward over every running sequence (one shared KV cache, a slot per
 /// sequence, each attending to its own length). `--dp-size N` runs N such
 /// replicas behind the port, a new request going to the least loaded. There is no prefix cache
-/// (`cached_tokens` is always 0). Returned log-probs are those of the
+/// (`cached_tokens` is always 0). LoRA adapters (`--lora-paths`,
+/// `/load_lora_adapter`, `/unload_lora_adapter`) are picked per request by
+/// `lora_path` and batched with each other and the base. Returned log-probs are those of the
 /// temperature-scaled distribution before top-k/top-p truncation, as
 /// `arl-train` recomputes them.
 #[derive(Debug, Parser)]
@@ -78,6 +113,10 @@ pub struct Args {
     /// Model name in `/v1/models` and chat responses; default: `--model-path`
     #[arg(long, value_name = "NAME", help_heading = "Model")]
     pub served_model_name: Option<String>,
+
+    /// LoRA adapters served from the start: `NAME=DIR` or `DIR` (named DIR); requests pick one by `lora_path`
+    #[arg(long, num_args = 1.., value_name = "NAME=DIR", help_heading = "Model", long_help = LORA_PATHS_HELP)]
+    pub lora_paths: Vec<String>,
 
     /// TEST DOUBLE: answer from a JSONL file of scripted completions
     /// (`{"completion": TEXT, "when"?: SUBSTRING, "token_delay_ms"?: MS}`; the
@@ -203,6 +242,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if !(args.read_timeout.is_finite() && args.read_timeout > 0.0) {
         return Err(cli::usage("`--read-timeout` must be a positive number of seconds"));
     }
+    let lora_paths = parse_lora_paths(&args.lora_paths)?;
     let tok_dir = args.tokenizer_path.clone().unwrap_or_else(|| args.model_path.clone());
     let tok = Arc::new(Tokenizer::load(&tok_dir).context("loading the tokenizer")?);
     let eos = engine::eos_ids(&args.model_path, &tok)?;
@@ -254,9 +294,45 @@ pub fn run(args: Args) -> Result<ExitCode> {
         tool_call_parser: args.tool_call_parser,
         tool_header,
         tool_header_mode: args.tool_header_mode,
+        lora_paths,
     };
     serve::serve(cfg, engines, tok, eos)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--lora-paths` entries as (name, directory): `NAME=DIR`, `DIR` (named
+/// DIR), or SGLang's `{"lora_name": …, "lora_path": …}`; a name given twice
+/// is a usage error.
+fn parse_lora_paths(items: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for item in items {
+        let (name, dir) = if item.trim_start().starts_with('{') {
+            let v: serde_json::Value = serde_json::from_str(item)
+                .map_err(|e| cli::usage(format!("`--lora-paths {item}`: not a JSON object: {e}")))?;
+            let get = |k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_string);
+            match (get("lora_name"), get("lora_path")) {
+                (Some(n), Some(p)) => (n, p),
+                _ => {
+                    return Err(cli::usage(format!(
+                        "`--lora-paths {item}`: the object needs `lora_name` and `lora_path` strings"
+                    )))
+                }
+            }
+        } else {
+            match item.split_once('=') {
+                Some((n, p)) => (n.to_string(), p.to_string()),
+                None => (item.clone(), item.clone()),
+            }
+        };
+        if name.is_empty() || dir.is_empty() {
+            return Err(cli::usage(format!("`--lora-paths {item}`: expected NAME=DIR or DIR")));
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(cli::usage(format!("`--lora-paths`: the name `{name}` is given twice")));
+        }
+        out.push((name, dir));
+    }
+    Ok(out)
 }
 
 /// The text of `--tool-header FILE`, checked before the model loads: an

@@ -4,12 +4,18 @@
 //! has its own KV cache; finished or aborted ones leave at once. Weight
 //! updates wait for running requests (or abort them, `abort_all_requests`), as
 //! SGLang's writer lock does.
+//!
+//! LoRA adapters ([`LoraTable`]) load and unload at once, between steps:
+//! a request takes the version of its adapter that is loaded when the
+//! scheduler receives it, and keeps it to its end, also when the adapter is
+//! replaced or unloaded meanwhile (SGLang lets such requests finish too); an
+//! old version leaves the engine when its last request ends.
 use super::engine::{Engine, Prefill, SeqId};
 use super::sampling::{self, Knobs};
 use crate::metrics::Metrics;
 use arl_chat::tokenizer::Tokenizer;
 use arl_core::rng::{self, Rng};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +56,123 @@ pub struct Job {
     /// When the request arrived (time to first token and end-to-end latency
     /// in `/metrics` count from here).
     pub arrived: Instant,
+    /// The LoRA adapter asked for, by name (`lora_path`); `None`: the base model.
+    pub lora: Option<String>,
+    /// The version of that adapter the sequence runs with, pinned by the
+    /// scheduler when it receives the job (`None` from the HTTP layer).
+    pub adapter: Option<Arc<LoraVersion>>,
+}
+
+/// What the server reports about a loaded adapter.
+#[derive(Debug, Clone)]
+pub struct AdapterInfo {
+    /// The directory as `--lora-paths` or `/load_lora_adapter` gave it.
+    pub path: String,
+    /// Reported as `meta_info.weight_version` by the requests that run it.
+    pub weight_version: String,
+    pub config: Option<arl_model::LoraConfig>,
+}
+
+impl AdapterInfo {
+    /// `{"path", "weight_version", "r", "lora_alpha", "target_modules"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({"path": self.path, "weight_version": self.weight_version});
+        if let Some(c) = &self.config {
+            v["r"] = c.rank.into();
+            v["lora_alpha"] = c.alpha.into();
+            v["use_rslora"] = c.rslora.into();
+            v["target_modules"] = c.targets.clone().into();
+        }
+        v
+    }
+}
+
+/// One loaded version of an adapter: the engine knows it by `key`. Jobs
+/// hold it (an `Arc`) while they wait and run.
+#[derive(Debug)]
+pub struct LoraVersion {
+    pub name: String,
+    pub key: String,
+    pub info: AdapterInfo,
+}
+
+/// A scheduler's adapters: the version each name serves now, and replaced
+/// or unloaded versions that requests still run with (dropped from the
+/// engine when the last of them ends).
+#[derive(Debug, Default)]
+pub struct LoraTable {
+    current: BTreeMap<String, Arc<LoraVersion>>,
+    retired: Vec<Arc<LoraVersion>>,
+    /// Loads so far (engine keys are `NAME#N`).
+    loads: u64,
+    /// Loads per name (the default version of the next one).
+    per_name: HashMap<String, u64>,
+}
+
+impl LoraTable {
+    /// Loads `dir` as the new version of `name` (the one new requests get);
+    /// `version` defaults to how many times `name` was loaded (`1`, `2`, …).
+    /// On error nothing changes.
+    pub fn load(
+        &mut self,
+        engine: &mut dyn Engine,
+        name: &str,
+        dir: &str,
+        version: Option<String>,
+    ) -> anyhow::Result<AdapterInfo> {
+        anyhow::ensure!(!name.is_empty(), "the adapter name is empty");
+        self.loads += 1;
+        let key = format!("{name}#{}", self.loads);
+        engine.load_adapter(&key, std::path::Path::new(dir))?;
+        let n = self.per_name.entry(name.to_string()).or_default();
+        *n += 1;
+        let info = AdapterInfo {
+            path: dir.to_string(),
+            weight_version: version.unwrap_or_else(|| n.to_string()),
+            config: arl_model::lora::read_config(std::path::Path::new(dir)).ok().map(|c| c.0),
+        };
+        let v = Arc::new(LoraVersion { name: name.to_string(), key, info: info.clone() });
+        if let Some(old) = self.current.insert(name.to_string(), v) {
+            self.retired.push(old);
+        }
+        self.collect(engine);
+        Ok(info)
+    }
+
+    /// New requests can no longer ask for `name`; false when it is not loaded.
+    pub fn unload(&mut self, engine: &mut dyn Engine, name: &str) -> bool {
+        let Some(old) = self.current.remove(name) else { return false };
+        self.retired.push(old);
+        self.collect(engine);
+        true
+    }
+
+    /// The version new requests for `name` get.
+    pub fn get(&self, name: &str) -> Option<&Arc<LoraVersion>> {
+        self.current.get(name)
+    }
+
+    /// The served names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.current.keys().cloned().collect()
+    }
+
+    /// Drops from the engine the retired versions no request holds any more.
+    fn collect(&mut self, engine: &mut dyn Engine) {
+        self.retired.retain(|v| {
+            if Arc::strong_count(v) > 1 {
+                return true;
+            }
+            engine.unload_adapter(&v.key);
+            tracing::debug!(adapter = v.name.as_str(), key = v.key.as_str(), "old adapter version dropped");
+            false
+        });
+    }
+}
+
+/// The version a job's updates report: its adapter's, else the server's.
+fn version_of(job: &Job, base: &str) -> String {
+    job.adapter.as_ref().map_or_else(|| base.to_string(), |a| a.info.weight_version.clone())
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -145,6 +268,26 @@ pub enum Cmd {
     Flush {
         reply: oneshot::Sender<bool>,
     },
+    /// Loads (or replaces) a LoRA adapter (`/load_lora_adapter`).
+    LoadLora {
+        name: String,
+        path: String,
+        version: Option<String>,
+        reply: oneshot::Sender<LoraResult>,
+    },
+    /// Unloads a LoRA adapter (`/unload_lora_adapter`).
+    UnloadLora {
+        name: String,
+        reply: oneshot::Sender<LoraResult>,
+    },
+}
+
+/// How a LoRA load or unload went; `info`: what was loaded.
+#[derive(Debug, Clone)]
+pub struct LoraResult {
+    pub success: bool,
+    pub error: Option<String>,
+    pub info: Option<AdapterInfo>,
 }
 
 /// State the HTTP layer reads without asking the scheduler thread. With
@@ -167,6 +310,9 @@ pub struct Shared {
     pub replicas: Vec<Arc<Shared>>,
     /// Counters and histograms of `/metrics`, one set for all replicas.
     pub metrics: Arc<Metrics>,
+    /// The LoRA adapters new requests can ask for, by name (what
+    /// `/get_model_info` reports and `lora_path` is checked against).
+    pub adapters: Mutex<BTreeMap<String, AdapterInfo>>,
 }
 
 impl Shared {
@@ -181,6 +327,7 @@ impl Shared {
             paused: std::sync::atomic::AtomicBool::new(false),
             received: AtomicUsize::new(0),
             replicas,
+            adapters: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -218,6 +365,25 @@ impl Shared {
 
     pub fn model_path(&self) -> String {
         self.model_path.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// The loaded adapters, by name.
+    pub fn adapters(&self) -> BTreeMap<String, AdapterInfo> {
+        self.adapters.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+
+    /// Whether requests can ask for adapter `name`.
+    pub fn has_adapter(&self, name: &str) -> bool {
+        self.adapters.lock().is_ok_and(|a| a.contains_key(name))
+    }
+
+    fn set_adapter(&self, name: &str, info: Option<AdapterInfo>) {
+        if let Ok(mut a) = self.adapters.lock() {
+            match info {
+                Some(i) => a.insert(name.to_string(), i),
+                None => a.remove(name),
+            };
+        }
     }
 
     /// Sets the weight version here and in every replica (`/update_weight_version`).
@@ -265,7 +431,7 @@ impl Seq {
             tokens: std::mem::take(&mut self.unsent),
             input: self.unsent_input.take(),
             finish,
-            weight_version: version.to_string(),
+            weight_version: version_of(&self.job, version),
         };
         self.job.tx.send((self.job.index, u)).is_ok()
     }
@@ -287,6 +453,7 @@ pub struct Scheduler {
     counter: u64,
     /// Log each request as it ends at `info` (else `debug`).
     log_requests: bool,
+    lora: LoraTable,
 }
 
 fn temp_of(p: &Params) -> f32 {
@@ -327,7 +494,37 @@ impl Scheduler {
             max_prefill_tokens: max_prefill_tokens.max(1),
             seed,
             counter: 0,
+            lora: LoraTable::default(),
         }
+    }
+
+    /// Loads a LoRA adapter (`--lora-paths` at start, `/load_lora_adapter`)
+    /// and publishes it in this scheduler's state.
+    pub fn load_lora(&mut self, name: &str, dir: &str, version: Option<String>) -> anyhow::Result<AdapterInfo> {
+        let info = self.lora.load(&mut *self.engine, name, dir, version)?;
+        self.shared.set_adapter(name, Some(info.clone()));
+        tracing::info!(adapter = name, path = dir, version = info.weight_version.as_str(), "LoRA adapter loaded");
+        Ok(info)
+    }
+
+    /// Ends a job that cannot run, with `message` and HTTP `status` (400:
+    /// the client's mistake).
+    fn reject(&self, job: &Job, message: String, status: u16) {
+        let finish = Finish::Abort {
+            message,
+            status_code: Some(status),
+            err_type: Some(if status == 400 { "BadRequestError" } else { "InternalServerError" }.into()),
+        };
+        self.ended(job, 0, Some(&finish));
+        let _ = job.tx.send((
+            job.index,
+            Update {
+                tokens: vec![],
+                input: None,
+                finish: Some(finish),
+                weight_version: version_of(job, &self.version()),
+            },
+        ));
     }
 
     fn version(&self) -> String {
@@ -385,16 +582,48 @@ impl Scheduler {
             if !self.paused && !self.running.is_empty() {
                 self.decode();
             }
+            self.lora.collect(&mut *self.engine);
             self.publish();
         }
     }
 
     fn handle(&mut self, c: Cmd) {
         match c {
-            Cmd::Generate(job) => {
+            Cmd::Generate(mut job) => {
+                self.shared.received.fetch_add(1, Ordering::Relaxed);
+                if let Some(name) = &job.lora {
+                    match self.lora.get(name) {
+                        Some(v) => job.adapter = Some(v.clone()),
+                        None => {
+                            let loaded = self.lora.names();
+                            let msg = not_loaded(name, &loaded);
+                            self.reject(&job, msg, 400);
+                            return;
+                        }
+                    }
+                }
                 self.waiting.push_back(job);
                 self.publish();
-                self.shared.received.fetch_add(1, Ordering::Relaxed);
+            }
+            Cmd::LoadLora { name, path, version, reply } => {
+                let r = match self.load_lora(&name, &path, version) {
+                    Ok(info) => LoraResult { success: true, error: None, info: Some(info) },
+                    Err(e) => {
+                        tracing::warn!(adapter = name.as_str(), path = path.as_str(), "LoRA adapter not loaded: {e:#}");
+                        LoraResult { success: false, error: Some(format!("{e:#}")), info: None }
+                    }
+                };
+                let _ = reply.send(r);
+            }
+            Cmd::UnloadLora { name, reply } => {
+                let r = if self.lora.unload(&mut *self.engine, &name) {
+                    self.shared.set_adapter(&name, None);
+                    tracing::info!(adapter = name.as_str(), "LoRA adapter unloaded");
+                    LoraResult { success: true, error: None, info: None }
+                } else {
+                    LoraResult { success: false, error: Some(not_loaded(&name, &self.lora.names())), info: None }
+                };
+                let _ = reply.send(r);
             }
             Cmd::Abort { rid, all } => {
                 let hit = |r: &str| {
@@ -448,7 +677,7 @@ impl Scheduler {
                         tokens: vec![],
                         input: None,
                         finish: Some(finish.clone()),
-                        weight_version: version.clone(),
+                        weight_version: version_of(&job, &version),
                     },
                 ));
             } else {
@@ -504,7 +733,12 @@ impl Scheduler {
         self.ended(job, 0, Some(&internal(e)));
         let _ = job.tx.send((
             job.index,
-            Update { tokens: vec![], input: None, finish: Some(internal(e)), weight_version: self.version() },
+            Update {
+                tokens: vec![],
+                input: None,
+                finish: Some(internal(e)),
+                weight_version: version_of(job, &self.version()),
+            },
         ));
     }
 
@@ -553,6 +787,7 @@ impl Scheduler {
                 ids: &job.input_ids,
                 temperature: temp_of(&job.params),
                 from_row: from_row(job),
+                lora: job.adapter.as_ref().map(|a| a.key.as_str()),
             })
             .collect();
         let all_rows = match self.engine.prefill_many(&items) {
@@ -706,7 +941,9 @@ impl Scheduler {
 /// replica and answer once all have (an update succeeds only when every
 /// replica's does; the front version changes then). Each replica applies an
 /// update when its own running sequences are done, and stamps what it
-/// generates with the version of the weights it ran.
+/// generates with the version of the weights it ran. LoRA loads and unloads
+/// go to every replica too; a load succeeds when every replica's does (a new
+/// adapter that some replica could not load is unloaded from the others).
 pub struct Dispatcher {
     rx: crossbeam_channel::Receiver<Cmd>,
     txs: Vec<crossbeam_channel::Sender<Cmd>>,
@@ -793,6 +1030,56 @@ impl Dispatcher {
                         let _ = reply.send(all.iter().all(|a| *a == Some(true)));
                     },
                 ),
+                Cmd::LoadLora { name, path, version, reply } => {
+                    let front = self.front.clone();
+                    let txs = self.txs.clone();
+                    let is_new = !front.adapters().contains_key(&name);
+                    let n = name.clone();
+                    self.fan_out(
+                        |r| Cmd::LoadLora {
+                            name: name.clone(),
+                            path: path.clone(),
+                            version: version.clone(),
+                            reply: r,
+                        },
+                        move |all: Vec<Option<LoraResult>>| {
+                            let Some(mut error) = replica_failures(&all) else {
+                                let info = all.into_iter().flatten().find_map(|r| r.info);
+                                front.set_adapter(&n, info.clone());
+                                let _ = reply.send(LoraResult { success: true, error: None, info });
+                                return;
+                            };
+                            let loaded: Vec<usize> =
+                                (0..all.len()).filter(|&i| all[i].as_ref().is_some_and(|r| r.success)).collect();
+                            if is_new {
+                                // Back to no adapter of that name anywhere.
+                                for &i in &loaded {
+                                    let (t, _r) = oneshot::channel();
+                                    let _ = txs[i].send(Cmd::UnloadLora { name: n.clone(), reply: t });
+                                }
+                            } else if !loaded.is_empty() {
+                                error.push_str(&format!(
+                                    " ({} of {} replicas did load the new version; the others serve the old one)",
+                                    loaded.len(),
+                                    all.len()
+                                ));
+                            }
+                            let _ = reply.send(LoraResult { success: false, error: Some(error), info: None });
+                        },
+                    );
+                }
+                Cmd::UnloadLora { name, reply } => {
+                    let front = self.front.clone();
+                    let n = name.clone();
+                    self.fan_out(
+                        |r| Cmd::UnloadLora { name: name.clone(), reply: r },
+                        move |all: Vec<Option<LoraResult>>| {
+                            front.set_adapter(&n, None);
+                            let error = replica_failures(&all);
+                            let _ = reply.send(LoraResult { success: error.is_none(), error, info: None });
+                        },
+                    );
+                }
                 Cmd::Update { path, version, abort_all, reply } => {
                     let front = self.front.clone();
                     let (p, v) = (path.clone(), version.clone());
@@ -838,6 +1125,34 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// Why a LoRA load or unload failed on some replicas: `None` when it did
+/// not; the error once when every replica failed alike, else `replica i:
+/// error` for each that failed.
+fn replica_failures(all: &[Option<LoraResult>]) -> Option<String> {
+    let errors: Vec<(usize, String)> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r {
+            Some(r) if r.success => None,
+            Some(r) => Some((i, r.error.clone().unwrap_or_default())),
+            None => Some((i, "its scheduler stopped".into())),
+        })
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    if errors.len() == all.len() && errors.iter().all(|e| e.1 == errors[0].1) {
+        return Some(errors[0].1.clone());
+    }
+    Some(errors.iter().map(|(i, e)| format!("replica {i}: {e}")).collect::<Vec<_>>().join("; "))
+}
+
+/// The 400 message of a request for an adapter that is not loaded.
+pub fn not_loaded(name: &str, loaded: &[String]) -> String {
+    let list = if loaded.is_empty() { "none".to_string() } else { loaded.join(", ") };
+    format!("LoRA adapter `{name}` is not loaded (loaded adapters: {list})")
 }
 
 fn internal(e: &anyhow::Error) -> Finish {

@@ -14,6 +14,8 @@ pub struct TchEngine {
     model: Model,
     cache: KvCache,
     slots: HashMap<SeqId, usize>,
+    /// The adapter id ([`Model::load_adapter`]) of each sequence that has one.
+    lora: HashMap<SeqId, u32>,
     vocab: usize,
     context: usize,
     device: Device,
@@ -137,7 +139,7 @@ impl TchEngine {
         let vocab = model.config.vocab_size;
         let context = model.config.max_position_embeddings;
         let cache = model.new_cache();
-        Ok(TchEngine { model, cache, slots: HashMap::new(), vocab, context, device })
+        Ok(TchEngine { model, cache, slots: HashMap::new(), lora: HashMap::new(), vocab, context, device })
     }
 
     /// Number of parameters of the model.
@@ -167,6 +169,19 @@ impl Engine for TchEngine {
     }
     fn prefill_many(&mut self, items: &[Prefill<'_>]) -> Result<Vec<Vec<f32>>> {
         let _g = tch::no_grad_guard();
+        let lora: Vec<Option<u32>> = items
+            .iter()
+            .map(|p| match p.lora {
+                None => Ok(None),
+                Some(k) => self.model.adapter_id(k).map(Some).ok_or_else(|| anyhow!("no LoRA adapter `{k}` loaded")),
+            })
+            .collect::<Result<_>>()?;
+        for (p, l) in items.iter().zip(&lora) {
+            if let Some(id) = l {
+                self.lora.insert(p.seq, *id);
+            }
+        }
+        let lora = if lora.iter().any(Option::is_some) { lora } else { Vec::new() };
         let ids: Vec<Vec<i64>> = items.iter().map(|p| p.ids.iter().map(|&i| i as i64).collect()).collect();
         let (model, cache, device, vocab) = (&self.model, &mut self.cache, self.device, self.vocab);
         let slots: Vec<usize> =
@@ -177,7 +192,7 @@ impl Engine for TchEngine {
         let temps: Vec<f32> =
             items.iter().flat_map(|p| std::iter::repeat_n(p.temperature, p.ids.len() - p.from_row)).collect();
         let lp = guarded("prefill", || {
-            let logits = model.extend(cache, &slots, &chunks, &keep);
+            let logits = model.extend_with(cache, &slots, &chunks, &keep, &lora);
             let t = Tensor::from_slice(&temps).to_device(device).view([-1, 1]);
             (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
         })?;
@@ -198,9 +213,17 @@ impl Engine for TchEngine {
             .map(|s| self.slots.get(s).copied().ok_or_else(|| anyhow!("no KV cache for sequence {s}")))
             .collect::<Result<_>>()?;
         let last: Vec<i64> = last.iter().map(|&i| i as i64).collect();
+        // One adapter (or the base) per sequence; empty when all run the base.
+        let lora: Vec<Option<u32>> =
+            if self.lora.is_empty() { Vec::new() } else { seqs.iter().map(|s| self.lora.get(s).copied()).collect() };
         let (model, cache, device) = (&self.model, &mut self.cache, self.device);
         let lp = guarded("decode step", || {
-            let logits = model.decode_step(cache, &slots, &last);
+            let logits = if lora.iter().any(Option::is_some) {
+                let chunks: Vec<&[i64]> = last.iter().map(std::slice::from_ref).collect();
+                model.extend_with(cache, &slots, &chunks, &vec![0..1; last.len()], &lora)
+            } else {
+                model.decode_step(cache, &slots, &last)
+            };
             // (Greedy and T = 1 batches skip the division: one op less per step.)
             if temperatures.iter().all(|&t| t == 1.0) {
                 return logits.log_softmax(-1, Kind::Float);
@@ -214,11 +237,21 @@ impl Engine for TchEngine {
         if let Some(slot) = self.slots.remove(&seq) {
             self.cache.free(slot);
         }
+        self.lora.remove(&seq);
     }
     fn reload(&mut self, dir: &Path) -> Result<()> {
         arl_core::model_dir::check_checkpoint(dir)?;
         let model = &mut self.model;
         guarded("reload", || model.reload(dir))??;
         Ok(())
+    }
+    fn load_adapter(&mut self, key: &str, dir: &Path) -> Result<()> {
+        anyhow::ensure!(self.model.adapter_id(key).is_none(), "adapter key `{key}` is in use");
+        let model = &mut self.model;
+        guarded("loading the adapter", || model.load_adapter(key, dir))??;
+        Ok(())
+    }
+    fn unload_adapter(&mut self, key: &str) {
+        self.model.unload_adapter(key);
     }
 }

@@ -601,8 +601,16 @@ fn log_level_debug_logs_each_request_and_info_does_not() {
     assert!(line.contains("DEBUG") && line.contains("rid=\"first-rid\"") && line.contains("prompt_tokens=2"), "{line}");
     assert!(line.contains("generated=3") && line.contains("finish=\"length\""), "{line}");
     assert!(!s2.daemon.log().contains("request ended"), "info does not log requests: {}", s2.daemon.log());
+    // (The test's reader thread may not have drained that line yet: wait a moment for it.)
+    let logged = |l: &str| l.contains("INFO") && l.contains("rid=\"third-rid\"");
+    for _ in 0..50 {
+        if s3.daemon.log().lines().any(logged) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let log3 = s3.daemon.log();
-    assert!(log3.lines().any(|l| l.contains("INFO") && l.contains("rid=\"third-rid\"")), "{log3}");
+    assert!(log3.lines().any(logged), "{log3}");
     let r = common::run("arl-serve", &["--model-path", "x", "--log-level", "loud"], b"");
     assert_eq!(r.code, 2, "{}", r.stderr);
 }

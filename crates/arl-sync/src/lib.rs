@@ -4,6 +4,11 @@
 //! `weight_version`, `/health_generate` answers). A trainer that believes a
 //! server is on step N when it is not produces silently off-policy data, so
 //! every server gets its own verdict and any failure makes the run fail.
+//!
+//! With a LoRA adapter name ([`SyncOptions::lora`]) the checkpoint is an
+//! adapter directory, pushed through `/load_lora_adapter` instead (the
+//! server replaces its adapter of that name) and verified by what the server
+//! says it loaded and by one generation with that adapter ([`sync_one`]).
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -22,6 +27,8 @@ pub struct SyncOptions {
     /// Bound on each verification call and on connecting.
     pub verify_timeout: Duration,
     pub api_key: Option<String>,
+    /// Push a LoRA adapter under this name instead of full weights.
+    pub lora: Option<String>,
 }
 
 /// One server's outcome.
@@ -107,8 +114,11 @@ pub fn discover_workers(router: &str, api_key: &Option<String>, timeout: Duratio
 
 use arl_http::client::why;
 
-/// Updates and verifies one server.
+/// Updates and verifies one server. With [`SyncOptions::lora`]: see [`sync_lora`].
 pub fn sync_one(url: &str, opts: &SyncOptions) -> ServerResult {
+    if let Some(name) = &opts.lora {
+        return sync_lora(url, name, opts);
+    }
     let t0 = Instant::now();
     let url = normalize_url(url);
     let fail = |stage: &str, message: String, version: Option<String>| ServerResult {
@@ -176,6 +186,169 @@ pub fn sync_one(url: &str, opts: &SyncOptions) -> ServerResult {
         message: format!("serving weight_version `{}`", opts.weight_version),
         weight_version: version,
         seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// The error text of an SGLang answer: `error_message` (LoRA endpoints),
+/// `message` (weight updates), `error.message`, else the start of the body.
+fn error_text(v: &Value, text: &str) -> String {
+    ["/error_message", "/message", "/error/message"]
+        .iter()
+        .find_map(|p| v.pointer(p).and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| text.chars().take(300).collect())
+}
+
+/// Pushes the adapter directory `opts.model_path` as LoRA adapter `name`:
+///
+/// 1. `POST /load_lora_adapter` `{lora_name, lora_path, weight_version}`
+///    (arl-serve replaces an adapter of that name in place; a server that
+///    refuses a name it already has, as SGLang does, gets
+///    `/unload_lora_adapter` and the load again);
+/// 2. verifies the answer's `loaded_adapters` maps `name` to that path and,
+///    where `/get_model_info` lists `lora_adapters` (arl-serve), that it
+///    reports that path and `weight_version`;
+/// 3. one greedy token through `/generate` with `lora_path: name`, which must
+///    answer (and, on arl-serve, report the new `weight_version`).
+pub fn sync_lora(url: &str, name: &str, opts: &SyncOptions) -> ServerResult {
+    let t0 = Instant::now();
+    let url = normalize_url(url);
+    let fail = |stage: &str, message: String, version: Option<String>| ServerResult {
+        url: url.clone(),
+        ok: false,
+        stage: stage.into(),
+        message,
+        weight_version: version,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    let update = match client(opts.update_timeout, opts.verify_timeout) {
+        Ok(c) => c,
+        Err(e) => return fail("update", format!("{e:#}"), None),
+    };
+    let post = |path: &str, body: &Value| -> Result<(u16, Value, String), String> {
+        let r = with_key(update.post(format!("{url}{path}")).json(body), &opts.api_key).send().map_err(|e| why(&e))?;
+        let status = r.status().as_u16();
+        let text = r.text().unwrap_or_default();
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null), text))
+    };
+    let load = json!({"lora_name": name, "lora_path": opts.model_path, "weight_version": opts.weight_version});
+    let ok = |status: u16, v: &Value| status == 200 && v.get("success").and_then(Value::as_bool) == Some(true);
+    let mut answer = match post("/load_lora_adapter", &load) {
+        Ok(a) => a,
+        Err(e) => return fail("update", e, None),
+    };
+    if !ok(answer.0, &answer.1) && error_text(&answer.1, &answer.2).contains("already") {
+        // A server that does not replace adapters in place.
+        if let Err(e) = post("/unload_lora_adapter", &json!({"lora_name": name})) {
+            return fail("update", e, None);
+        }
+        answer = match post("/load_lora_adapter", &load) {
+            Ok(a) => a,
+            Err(e) => return fail("update", e, None),
+        };
+    }
+    let (status, v, text) = answer;
+    if !ok(status, &v) {
+        return fail("update", format!("HTTP {status}: {}", error_text(&v, &text)), None);
+    }
+    let listed = v.pointer("/loaded_adapters").and_then(|a| a.get(name)).and_then(Value::as_str);
+    if listed != Some(opts.model_path.as_str()) {
+        let shown = listed.map_or_else(|| "nothing".to_string(), |p| format!("`{p}`"));
+        return fail(
+            "verify",
+            format!("after the load the server lists {shown} as adapter `{name}`, expected `{}`", opts.model_path),
+            None,
+        );
+    }
+    let verify = match client(opts.verify_timeout, opts.verify_timeout) {
+        Ok(c) => c,
+        Err(e) => return fail("verify", format!("{e:#}"), None),
+    };
+    let info = match with_key(verify.get(format!("{url}/get_model_info")), &opts.api_key).send() {
+        Ok(r) if r.status().is_success() => r.json::<Value>().unwrap_or(Value::Null),
+        Ok(r) => return fail("verify", format!("`/get_model_info` answered HTTP {}", r.status().as_u16()), None),
+        Err(e) => return fail("verify", why(&e), None),
+    };
+    // arl-serve lists its adapters with their versions; SGLang does not.
+    let versioned = info.get("lora_adapters").is_some_and(Value::is_object);
+    let mut version = None;
+    if versioned {
+        let entry = info.pointer("/lora_adapters").and_then(|a| a.get(name));
+        let path = entry.and_then(|e| e.get("path")).and_then(Value::as_str);
+        version = entry.and_then(|e| e.get("weight_version")).and_then(Value::as_str).map(str::to_string);
+        if path != Some(opts.model_path.as_str()) || version.as_deref() != Some(opts.weight_version.as_str()) {
+            return fail(
+                "verify",
+                format!(
+                    "`/get_model_info` reports adapter `{name}` as {}, expected path `{}` and weight_version `{}`",
+                    entry.map_or_else(|| "missing".to_string(), Value::to_string),
+                    opts.model_path,
+                    opts.weight_version
+                ),
+                version,
+            );
+        }
+    }
+    let probe = json!({"input_ids": [0], "lora_path": name,
+                       "sampling_params": {"max_new_tokens": 1, "temperature": 0}});
+    match with_key(verify.post(format!("{url}/generate")).json(&probe), &opts.api_key).send() {
+        Ok(r) if r.status().is_success() => {
+            let v: Value = r.json().unwrap_or(Value::Null);
+            let answered = v.pointer("/meta_info/weight_version").and_then(Value::as_str);
+            if versioned && answered != Some(opts.weight_version.as_str()) {
+                return fail(
+                    "health",
+                    format!(
+                        "a generation with adapter `{name}` reports weight_version `{}`, expected `{}`",
+                        answered.unwrap_or("none"),
+                        opts.weight_version
+                    ),
+                    version,
+                );
+            }
+        }
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let text = r.text().unwrap_or_default();
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            return fail(
+                "health",
+                format!("a generation with adapter `{name}` answered HTTP {status}: {}", error_text(&v, &text)),
+                version,
+            );
+        }
+        Err(e) => return fail("health", why(&e), version),
+    }
+    let message = if versioned {
+        format!("serving LoRA adapter `{name}` at weight_version `{}`", opts.weight_version)
+    } else {
+        format!("serving LoRA adapter `{name}` (the server reports no adapter versions)")
+    };
+    ServerResult {
+        url,
+        ok: true,
+        stage: "done".into(),
+        message,
+        weight_version: version,
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Checks an adapter directory before any server is touched: PEFT's
+/// `adapter_config.json` (a LoRA one) and `adapter_model.safetensors`.
+pub fn check_adapter(dir: &Path) -> Result<()> {
+    let cfg = dir.join("adapter_config.json");
+    let text = std::fs::read_to_string(&cfg)
+        .with_context(|| format!("`{}`: cannot read it (is `{}` a LoRA adapter?)", cfg.display(), dir.display()))?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("`{}`: not JSON", cfg.display()))?;
+    match v.get("peft_type").and_then(Value::as_str) {
+        Some("LORA") => {}
+        other => bail!("`{}`: `peft_type` is `{}`, expected `LORA`", cfg.display(), other.unwrap_or("missing")),
+    }
+    let w = dir.join("adapter_model.safetensors");
+    match std::fs::metadata(&w) {
+        Ok(m) if m.is_file() && m.len() > 0 => Ok(()),
+        Ok(_) => bail!("`{}` is empty", w.display()),
+        Err(e) => bail!("`{}`: {e}", w.display()),
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 pub const TOOL: &str = "arl-sync";
 
-/// Push a checkpoint to inference servers (`/update_weights_from_disk`) and verify each one serves it
+/// Push a checkpoint (or a LoRA adapter) to inference servers and verify each one serves it
 ///
 /// Checks the checkpoint is complete (`config.json`, every shard named in
 /// `model.safetensors.index.json`) before touching any server. Then, in
@@ -28,12 +28,34 @@ pub const TOOL: &str = "arl-sync";
 /// `GET /health_generate` answers. Works with `arl-serve` and SGLang servers;
 /// with `--router`, the workers are discovered from an sgl-router
 /// (`GET /workers`, or the legacy `GET /list_workers`).
+///
+/// With `--lora NAME`, `--checkpoint` is a LoRA adapter directory (PEFT's
+/// `adapter_config.json` and `adapter_model.safetensors`, as `arl-train
+/// --lora-rank` saves it), checked before any server is touched. Each server gets
+/// `POST /load_lora_adapter` `{lora_name, lora_path, weight_version}`
+/// (`arl-serve` replaces its adapter of that name; requests already running
+/// finish on the old version, new ones get the new one; a server that
+/// refuses a name it has, as SGLang does, is sent `/unload_lora_adapter` and
+/// the load again). Verified: the answer's `loaded_adapters` maps NAME to the
+/// path; `/get_model_info`'s `lora_adapters` (on `arl-serve`) reports that path
+/// and the `--weight-version`; and a one-token `/generate` with
+/// `lora_path: NAME` answers (on `arl-serve`, with that `weight_version`). A
+/// server that refuses the adapter (another base model's shapes, an
+/// unsupported config) is a failed sync, exit code 1; it keeps serving what
+/// it served.
 #[derive(Debug, Parser)]
 #[command(name = "arl-sync", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
-    /// Checkpoint directory to load (Hugging Face layout, as `arl-train --save` writes it)
+    /// Checkpoint directory to load (Hugging Face layout, as `arl-train --save` writes it;
+    /// with `--lora`, the adapter's directory)
     #[arg(long, value_name = "DIR", help_heading = "What to push")]
     pub checkpoint: PathBuf,
+
+    /// Push `--checkpoint` as the LoRA adapter NAME (`/load_lora_adapter`)
+    /// instead of as full weights; requests pick it with `lora_path: NAME`
+    /// (`arl-rollout --lora NAME`)
+    #[arg(long, value_name = "NAME", help_heading = "What to push", conflicts_with = "abort_running")]
+    pub lora: Option<String>,
 
     /// Version string the servers report afterwards (arl uses the training step)
     #[arg(long, value_name = "V", help_heading = "What to push")]
@@ -57,7 +79,8 @@ pub struct Args {
     pub api_key: Option<String>,
 
     /// Abort the requests running on each server instead of waiting for them
-    /// (`abort_all_requests`; they finish with `finish_reason` `abort`)
+    /// (`abort_all_requests`; they finish with `finish_reason` `abort`).
+    /// Not with `--lora`: an adapter is replaced without waiting
     #[arg(long, help_heading = "Behaviour")]
     pub abort_running: bool,
 
@@ -87,7 +110,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let update_timeout = secs(args.timeout, "timeout")?;
     let verify_timeout = secs(args.verify_timeout, "verify-timeout")?;
-    if let Err(e) = arl_core::model_dir::check_checkpoint(&args.checkpoint) {
+    if args.lora.as_deref() == Some("") {
+        return Err(cli::usage("`--lora` needs an adapter name"));
+    }
+    let checked = match args.lora {
+        Some(_) => sync::check_adapter(&args.checkpoint),
+        None => arl_core::model_dir::check_checkpoint(&args.checkpoint),
+    };
+    if let Err(e) = checked {
         return Err(cli::data(format!("{e:#}")));
     }
     let mut urls: Vec<String> = args.endpoints.iter().map(|u| sync::normalize_url(u)).collect();
@@ -107,6 +137,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         update_timeout,
         verify_timeout,
         api_key: args.api_key.clone(),
+        lora: args.lora.clone(),
     };
     let results = sync::sync_all(&urls, &opts);
     let failed = results.iter().filter(|r| !r.ok).count();
@@ -115,6 +146,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let summary = json!({
             "weight_version": opts.weight_version,
             "model_path": opts.model_path,
+            "lora": opts.lora,
             "ok": failed == 0,
             "servers": results.len(),
             "failed": failed,
@@ -122,9 +154,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
     } else {
+        let what = match &opts.lora {
+            Some(name) => format!("lora={name} weight_version={}", opts.weight_version),
+            None => format!("weight_version={}", opts.weight_version),
+        };
         for r in &results {
             if r.ok {
-                writeln!(out, "ok      {}  weight_version={}  ({:.2}s)", r.url, opts.weight_version, r.seconds)?;
+                writeln!(out, "ok      {}  {what}  ({:.2}s)", r.url, r.seconds)?;
             } else {
                 writeln!(out, "failed  {}  {}: {}  ({:.2}s)", r.url, r.stage, r.message, r.seconds)?;
             }
@@ -134,7 +170,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if failed > 0 {
         cli::warn(
             TOOL,
-            format!("{failed} of {} servers are not on weight_version `{}`", results.len(), opts.weight_version),
+            match &opts.lora {
+                Some(name) => format!(
+                    "{failed} of {} servers do not serve LoRA adapter `{name}` at weight_version `{}`",
+                    results.len(),
+                    opts.weight_version
+                ),
+                None => {
+                    format!("{failed} of {} servers are not on weight_version `{}`", results.len(), opts.weight_version)
+                }
+            },
         );
         return Ok(ExitCode::from(cli::exit::FAILURE));
     }

@@ -307,3 +307,58 @@ fn sync_loop_runs_ppo_with_a_learned_critic() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("loop-sync.sh"), "{}", r.stderr);
 }
+
+/// `LORA_RANK`: the synchronous loop trains an adapter (each step's checkpoint
+/// is the adapter alone), the server keeps the base and gets each version by
+/// `arl-sync --lora`, rollouts and the evaluation ask for it, a resumed run
+/// serves the base with the last adapter at its version, and a step replays
+/// bit for bit.
+#[test]
+fn sync_loop_trains_a_lora_adapter() {
+    let d = common::tmpdir();
+    let p = d.path();
+    make_model(p);
+    let run = p.join("run");
+    let vars = |steps| {
+        [
+            ("RUN", run.to_str().unwrap()),
+            ("STEPS", steps),
+            ("PORT", "30144"),
+            ("LORA_RANK", "2"),
+            ("LORA_ARGS", "--lora-alpha 4 --lora-targets all-linear"),
+            ("TRAIN_ARGS", "--lr 1e-2"),
+            ("REWARD_ARGS", "--rm regex --pattern 7"),
+            ("EVAL_PROMPTS", p.join("prompts.jsonl").to_str().unwrap().to_string().leak()),
+            ("EVAL_EVERY", "2"),
+            ("EVAL_K", "1"),
+        ]
+    };
+    let r = script(p, "loop-sync.sh", &vars("2"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for step in 1..=2 {
+        let c = run.join(format!("ckpt/step-{step}"));
+        assert!(c.join("adapter_model.safetensors").exists() && !c.join("config.json").exists(), "step {step}");
+        let cmd = std::fs::read_to_string(run.join(format!("steps/step-{step}/train.cmd"))).unwrap();
+        assert!(cmd.contains("--lora-rank 2"), "{cmd}");
+    }
+    // Step 2's rollouts ran on the adapter of step 1, as its weight version.
+    let b2 = lines(&run.join("steps/step-2/batch.jsonl"));
+    assert!(b2.iter().all(|r| r["weight_versions"].as_array().unwrap().iter().all(|v| v == "1")), "{:?}", b2[0]);
+    let sync = std::fs::read_to_string(run.join("logs/sync.log")).unwrap();
+    assert!(sync.contains("policy"), "{sync}");
+    let m = lines(&run.join("metrics.jsonl"));
+    assert!(m.iter().any(|x| x["phase"] == "eval" && x["step"] == 2), "{m:?}");
+    let r = script(p, "loop-sync.sh", &vars("3"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("ckpt/step-2 as adapter policy"), "{}", r.stderr);
+    let b3 = lines(&run.join("steps/step-3/batch.jsonl"));
+    assert!(b3.iter().all(|r| r["weight_versions"].as_array().unwrap().iter().all(|v| v == "2")), "{:?}", b3[0]);
+    let r: common::Run = Command::new("bash")
+        .arg(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/replay.sh"))
+        .args([run.to_str().unwrap(), "2"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "replay: {}\n{}", r.stdout_str(), r.stderr);
+    assert!(r.stdout_str().contains("identical  adapter_model.safetensors"), "{}", r.stdout_str());
+}

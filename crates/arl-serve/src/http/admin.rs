@@ -1,9 +1,9 @@
 //! The admin endpoints: health, model and server info, load, cache, pause
-//! and continue, abort, and weight updates.
+//! and continue, abort, weight updates, and LoRA adapters.
 
 use super::request::{as_bool, field};
 use super::{bad, error, parse_body, parse_sampling, AppState, Item, Running};
-use crate::scheduler::{Cmd, Finish, PauseMode, Shared, UpdateResult};
+use crate::scheduler::{Cmd, Finish, LoraResult, PauseMode, Shared, UpdateResult};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -40,6 +40,7 @@ pub(super) async fn health_generate(State(st): State<Arc<AppState>>) -> Response
         logprob_start_len: 0,
         top_logprobs_num: 0,
         sample_index: 0,
+        lora: None,
     };
     let mut run = match Running::start(&st, vec![item], false) {
         Ok(r) => r,
@@ -66,6 +67,16 @@ pub(super) fn current_version(st: &AppState) -> String {
     st.shared.version()
 }
 
+/// The loaded adapters as SGLang's `loaded_adapters`: name → path.
+fn loaded_adapters(st: &AppState) -> Value {
+    Value::Object(st.shared.adapters().into_iter().map(|(n, a)| (n, Value::String(a.path))).collect())
+}
+
+/// arl's fuller view: name → path, weight version, rank, alpha, targets.
+fn lora_adapters(st: &AppState) -> Value {
+    Value::Object(st.shared.adapters().into_iter().map(|(n, a)| (n, a.to_json())).collect())
+}
+
 pub(super) async fn model_info(State(st): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({
         "model_path": current_model_path(&st),
@@ -75,6 +86,8 @@ pub(super) async fn model_info(State(st): State<Arc<AppState>>) -> Json<Value> {
         "weight_version": current_version(&st),
         "has_image_understanding": false,
         "has_audio_understanding": false,
+        // arl's: the LoRA adapters requests can name in `lora_path`.
+        "lora_adapters": lora_adapters(&st),
     }))
 }
 
@@ -112,6 +125,11 @@ pub(super) async fn server_info(State(st): State<Arc<AppState>>) -> Json<Value> 
         "weight_version": current_version(&st),
         "scripted": c.scripted,
         "max_req_input_len": c.context_len.saturating_sub(1),
+        // SGLang's server args name the adapters (`lora_paths`); arl's
+        // `lora_adapters` says more (weight version, rank, targets).
+        "enable_lora": true,
+        "lora_paths": loaded_adapters(&st),
+        "lora_adapters": lora_adapters(&st),
         // One entry per data-parallel replica, as SGLang has one per DP rank.
         "internal_states": if st.shared.replicas.is_empty() { vec![load_json(&st)] } else { st.shared.replicas.iter().map(|r| load_of(r)).collect() },
         "version": format!("arl-serve {}", env!("CARGO_PKG_VERSION")),
@@ -251,9 +269,92 @@ pub(super) async fn update_weight_version(
         .into_response()
 }
 
+/// The served model, then each LoRA adapter as SGLang lists them (`parent`: the base).
 pub(super) async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
-    Json(json!({"object": "list", "data": [{
-        "id": st.cfg.served_model_name, "object": "model", "created": 0, "owned_by": "arl",
-        "root": st.cfg.served_model_name, "max_model_len": st.cfg.context_len,
-    }]}))
+    let base = &st.cfg.served_model_name;
+    let mut data = vec![json!({
+        "id": base, "object": "model", "created": 0, "owned_by": "arl",
+        "root": base, "max_model_len": st.cfg.context_len,
+    })];
+    for (name, a) in st.shared.adapters() {
+        data.push(json!({
+            "id": name, "object": "model", "created": 0, "owned_by": "arl",
+            "root": a.path, "parent": base, "max_model_len": st.cfg.context_len,
+        }));
+    }
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// SGLang's answer to a LoRA load or unload: 200 on success, 400 otherwise,
+/// with the adapters loaded afterwards.
+fn lora_answer(st: &AppState, r: LoraResult) -> Response {
+    let code = if r.success { StatusCode::OK } else { StatusCode::BAD_REQUEST };
+    let body = json!({"success": r.success, "error_message": r.error, "loaded_adapters": loaded_adapters(st)});
+    (code, Json(body)).into_response()
+}
+
+fn lora_failure(st: &AppState, msg: impl Into<String>) -> Response {
+    lora_answer(st, LoraResult { success: false, error: Some(msg.into()), info: None })
+}
+
+/// `POST /load_lora_adapter` `{"lora_name", "lora_path"}` (and arl's
+/// optional `weight_version`): loads the adapter into every replica, or
+/// replaces the one of that name (requests already received keep the
+/// version they started with). Nothing changes when it fails.
+pub(super) async fn load_lora_adapter(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let m = match parse_body(body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let name = match field(&m, "lora_name") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => return lora_failure(&st, "`lora_name` (a non-empty string) is required"),
+    };
+    let Some(path) = field(&m, "lora_path").and_then(Value::as_str).map(str::to_string) else {
+        return lora_failure(&st, "`lora_path` (a string) is required");
+    };
+    let version = match field(&m, "weight_version") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(v) => return lora_failure(&st, format!("`weight_version` must be a string, got {v}")),
+    };
+    let (tx, rx) = oneshot::channel();
+    if let Err(r) = st.send(Cmd::LoadLora { name: name.clone(), path: path.clone(), version, reply: tx }) {
+        return r;
+    }
+    match rx.await {
+        Ok(LoraResult { success: false, error, .. }) => {
+            let e = error.unwrap_or_default();
+            lora_failure(&st, format!("Failed to load LoRA adapter `{name}` from `{path}`: {e}"))
+        }
+        Ok(r) => lora_answer(&st, r),
+        Err(_) => lora_failure(&st, "the scheduler dropped the request"),
+    }
+}
+
+/// `POST /unload_lora_adapter` `{"lora_name"}`: new requests can no longer
+/// name it; those already received finish with it.
+pub(super) async fn unload_lora_adapter(
+    State(st): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let m = match parse_body(body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(name) = field(&m, "lora_name").and_then(Value::as_str).map(str::to_string) else {
+        return lora_failure(&st, "`lora_name` (a string) is required");
+    };
+    let (tx, rx) = oneshot::channel();
+    if let Err(r) = st.send(Cmd::UnloadLora { name, reply: tx }) {
+        return r;
+    }
+    match rx.await {
+        Ok(r) => lora_answer(&st, r),
+        Err(_) => lora_failure(&st, "the scheduler dropped the request"),
+    }
 }

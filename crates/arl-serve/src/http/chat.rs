@@ -166,6 +166,8 @@ pub fn parse_request(st: &AppState, m: &Map<String, Value>) -> Result<ChatReques
     let logprobs = m.get("logprobs").and_then(Value::as_bool).unwrap_or(false);
     let top_logprobs = m.get("top_logprobs").and_then(Value::as_u64).unwrap_or(0) as usize;
     let base = m.get("rid").and_then(Value::as_str).map(str::to_string);
+    // SGLang's extra body field: the LoRA adapter, by name.
+    let lora = super::request::lora_paths(st, m, 1, false)?.pop().flatten();
     let items = (0..n)
         .map(|s| Item {
             rid: match &base {
@@ -179,6 +181,7 @@ pub fn parse_request(st: &AppState, m: &Map<String, Value>) -> Result<ChatReques
             logprob_start_len: input_ids.len() - 1,
             top_logprobs_num: if logprobs { top_logprobs } else { 0 },
             sample_index: s as u64,
+            lora: lora.clone(),
         })
         .collect();
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());

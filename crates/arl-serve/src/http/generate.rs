@@ -119,6 +119,8 @@ impl Running {
                 stream,
                 tx: tx.clone(),
                 arrived: Instant::now(),
+                lora: it.lora,
+                adapter: None,
             });
         }
         let run = Running { st: st.clone(), states, rx, done: 0, t0: Instant::now() };

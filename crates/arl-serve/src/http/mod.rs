@@ -17,8 +17,8 @@ mod openai;
 mod request;
 
 use admin::{
-    abort_request, continue_generation, flush_cache, health, health_generate, load, model_info, models, pause,
-    server_info, update_weight_version, update_weights_from_disk, weight_version,
+    abort_request, continue_generation, flush_cache, health, health_generate, load, load_lora_adapter, model_info,
+    models, pause, server_info, unload_lora_adapter, update_weight_version, update_weights_from_disk, weight_version,
 };
 use generate::generate;
 pub use generate::{item_json, ItemState, Running};
@@ -151,6 +151,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/abort_request", post(abort_request))
         .route("/update_weights_from_disk", post(update_weights_from_disk))
         .route("/update_weight_version", post(update_weight_version))
+        .route("/load_lora_adapter", post(load_lora_adapter))
+        .route("/unload_lora_adapter", post(unload_lora_adapter))
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat_completions))
         .layer(DefaultBodyLimit::max(limit))

@@ -157,6 +157,41 @@ pub struct Item {
     pub logprob_start_len: usize,
     pub top_logprobs_num: usize,
     pub sample_index: u64,
+    /// The LoRA adapter to run with, by name (`lora_path`); `None`: the base.
+    pub lora: Option<String>,
+}
+
+/// `lora_path` of a request, one entry per prompt: a name (or null) for
+/// all, or a list with one name or null per prompt of a batch. Every name
+/// must be a loaded adapter (400 naming the first that is not).
+pub(super) fn lora_paths(
+    st: &AppState,
+    m: &Map<String, Value>,
+    prompts: usize,
+    batched: bool,
+) -> Result<Vec<Option<String>>, String> {
+    let one = |v: &Value| -> Result<Option<String>, String> {
+        match v {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s.clone())),
+            v => Err(format!("`lora_path` must be an adapter name, null, or a list of them, got {v}")),
+        }
+    };
+    let names: Vec<Option<String>> = match field(m, "lora_path") {
+        None => vec![None; prompts],
+        Some(Value::Array(a)) => {
+            if a.len() != prompts {
+                let what = if batched { "a batch of" } else { "a request of" };
+                return Err(format!("`lora_path` has {} entries for {what} {prompts} prompt(s)", a.len()));
+            }
+            a.iter().map(one).collect::<Result<_, _>>()?
+        }
+        Some(v) => vec![one(v)?; prompts],
+    };
+    if let Some(bad) = names.iter().flatten().find(|n| !st.shared.has_adapter(n)) {
+        return Err(crate::scheduler::not_loaded(bad, &st.shared.adapters().into_keys().collect::<Vec<_>>()));
+    }
+    Ok(names)
 }
 
 pub struct GenerateRequest {
@@ -177,15 +212,8 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
     if given.len() != 1 {
         return Err("Either text, input_ids or input_embeds should be provided.".into());
     }
-    for k in [
-        "image_data",
-        "audio_data",
-        "video_data",
-        "lora_path",
-        "session_params",
-        "custom_logit_processor",
-        "token_ids_logprob",
-    ] {
+    for k in ["image_data", "audio_data", "video_data", "session_params", "custom_logit_processor", "token_ids_logprob"]
+    {
         if field(m, k).is_some() {
             return Err(format!("`{k}` is not supported by arl-serve"));
         }
@@ -254,6 +282,7 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
     if parsed.iter().any(|p| p.1 != n) {
         return Err("all entries of `sampling_params` must have the same `n`".into());
     }
+    let loras = lora_paths(st, m, prompts.len(), batched)?;
     let rl = per_prompt(m, "return_logprob", b)?;
     let ls = per_prompt(m, "logprob_start_len", b)?;
     let tn = per_prompt(m, "top_logprobs_num", b)?;
@@ -318,6 +347,7 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
                 logprob_start_len: start,
                 top_logprobs_num: top.min(vocab),
                 sample_index: s as u64,
+                lora: loras[p].clone(),
             });
         }
     }
