@@ -787,7 +787,10 @@ impl Model {
     /// Re-loads weights in place from a checkpoint of the same shape. Every
     /// tensor is read and checked before any is copied: on error nothing changes.
     pub fn reload(&mut self, dir: &Path) -> Result<()> {
-        let mut src = weights::read_all(dir)?;
+        // Headers only first: every tensor is checked before any is read, and
+        // each one is then read straight into its parameter (no copy of the
+        // whole checkpoint in memory).
+        let mut src = weights::index_all(dir)?;
         let vars = self.vs.variables();
         // Not parameters: HF may store rotary buffers; a tied head may be saved too.
         src.retain(|k, _| !k.ends_with("rotary_emb.inv_freq"));
@@ -800,8 +803,8 @@ impl Model {
             let want = vars[*name].size();
             match src.get(*name) {
                 None => bail!("tensor `{name}` is missing from the checkpoint (model expects shape {want:?})"),
-                Some(t) if t.size() != want => {
-                    bail!("tensor `{name}`: checkpoint has shape {:?}, model expects {want:?}", t.size())
+                Some(e) if e.shape != want => {
+                    bail!("tensor `{name}`: checkpoint has shape {:?}, model expects {want:?}", e.shape)
                 }
                 Some(_) => {}
             }
@@ -814,11 +817,19 @@ impl Model {
                 extra.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
             );
         }
+        // In file order, one open file at a time.
+        let mut order: Vec<(&String, &weights::Entry)> = src.iter().collect();
+        order.sort_by(|a, b| (&a.1.file, a.1.start).cmp(&(&b.1.file, b.1.start)));
         tch::no_grad(|| -> Result<()> {
-            for (name, var) in &vars {
-                let t = &src[name];
-                let mut var = var.shallow_clone();
-                var.f_copy_(&t.to_kind(var.kind()).to_device(self.device))?;
+            let mut open: Option<(std::path::PathBuf, std::fs::File)> = None;
+            for (name, e) in order {
+                if open.as_ref().is_none_or(|(p, _)| p != &e.file) {
+                    let f =
+                        std::fs::File::open(&e.file).with_context(|| format!("cannot read `{}`", e.file.display()))?;
+                    open = Some((e.file.clone(), f));
+                }
+                let (_, f) = open.as_mut().expect("opened");
+                weights::read_into(f, e, &vars[name])?;
             }
             Ok(())
         })?;

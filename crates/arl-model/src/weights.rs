@@ -82,6 +82,94 @@ pub fn parse_kind(name: &str) -> Result<Kind> {
     })
 }
 
+/// One tensor of a safetensors file, from its header: where its bytes are.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub file: PathBuf,
+    pub kind: Kind,
+    pub shape: Vec<i64>,
+    /// Absolute byte range in the file.
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Every tensor of the checkpoint's files, from their headers only (no
+/// tensor data is read): dtype, shape and byte range, each range checked
+/// against the file's length and the shape's size.
+pub fn index_all(dir: &Path) -> Result<HashMap<String, Entry>> {
+    let mut out = HashMap::new();
+    for f in weight_files(dir)? {
+        out.extend(index_file(&f)?);
+    }
+    Ok(out)
+}
+
+/// [`index_all`] for one file.
+pub fn index_file(f: &Path) -> Result<HashMap<String, Entry>> {
+    use std::io::Read;
+    let bad = |why: String| anyhow::anyhow!("`{}`: not a safetensors file ({why})", f.display());
+    let mut file = std::fs::File::open(f).with_context(|| format!("cannot read `{}`", f.display()))?;
+    let len = file.metadata()?.len();
+    let mut n = [0u8; 8];
+    file.read_exact(&mut n).map_err(|_| bad("shorter than its header".into()))?;
+    let n = u64::from_le_bytes(n);
+    if n > 100 << 20 || 8 + n > len {
+        return Err(bad(format!("header of {n} bytes in a file of {len}")));
+    }
+    let mut header = vec![0u8; n as usize];
+    file.read_exact(&mut header).map_err(|_| bad("truncated header".into()))?;
+    let v: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| bad(format!("header: {e}")))?;
+    let base = 8 + n;
+    let mut out = HashMap::new();
+    for (name, t) in v {
+        if name == "__metadata__" {
+            continue;
+        }
+        let dtype: Dtype = serde_json::from_value(t["dtype"].clone()).map_err(|e| bad(format!("`{name}`: {e}")))?;
+        let kind = kind_of(dtype).with_context(|| format!("`{}`: tensor `{name}`", f.display()))?;
+        let shape: Vec<i64> =
+            serde_json::from_value(t["shape"].clone()).map_err(|e| bad(format!("`{name}`: shape: {e}")))?;
+        let off: [u64; 2] =
+            serde_json::from_value(t["data_offsets"].clone()).map_err(|e| bad(format!("`{name}`: offsets: {e}")))?;
+        let numel: i64 = shape.iter().product();
+        let want = numel as u64 * kind.elt_size_in_bytes() as u64;
+        if shape.iter().any(|&d| d < 0) || off[1] < off[0] || off[1] - off[0] != want || base + off[1] > len {
+            return Err(bad(format!(
+                "tensor `{name}`: bytes {}..{} for shape {shape:?} (file of {len} bytes)",
+                off[0], off[1]
+            )));
+        }
+        out.insert(name, Entry { file: f.to_path_buf(), kind, shape, start: base + off[0], end: base + off[1] });
+    }
+    Ok(out)
+}
+
+/// Reads entry `e`'s bytes into `dest` (same shape), converting the dtype
+/// and device as needed: straight into `dest`'s memory when it is a
+/// contiguous CPU tensor of the file's dtype, else through one temporary of
+/// this tensor's size.
+pub fn read_into(file: &mut std::fs::File, e: &Entry, dest: &Tensor) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(e.start))?;
+    let n = (e.end - e.start) as usize;
+    let direct = dest.device() == tch::Device::Cpu && dest.kind() == e.kind && dest.is_contiguous();
+    let tmp = if direct { None } else { Some(Tensor::empty(e.shape.as_slice(), (e.kind, tch::Device::Cpu))) };
+    let target = tmp.as_ref().unwrap_or(dest);
+    assert_eq!(target.numel() * e.kind.elt_size_in_bytes(), n, "shape checked by the caller");
+    if n > 0 {
+        // SAFETY: `target` is a contiguous CPU tensor of exactly `n` bytes
+        // that nothing else reads or writes during this call.
+        let buf = unsafe { std::slice::from_raw_parts_mut(target.data_ptr() as *mut u8, n) };
+        file.read_exact(buf).with_context(|| format!("reading `{}`", e.file.display()))?;
+    }
+    if let Some(t) = tmp {
+        let mut d = dest.shallow_clone();
+        d.f_copy_(&t)?;
+    }
+    Ok(())
+}
+
 /// Reads every tensor of the checkpoint onto the CPU, in its stored dtype.
 pub fn read_all(dir: &Path) -> Result<HashMap<String, Tensor>> {
     let mut out = HashMap::new();

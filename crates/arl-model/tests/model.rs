@@ -229,4 +229,35 @@ fn strict_loading_names_tensor_and_shapes() {
     std::fs::create_dir(&out).unwrap();
     m.save(&out, &SaveOptions::default()).unwrap();
     assert_eq!(tensor_bytes(&out), before);
+    // A truncated file is refused from its header, before any tensor is read.
+    tensors.insert("model.norm.weight".into(), ok);
+    weights::write_sharded(&dir, &tensors, Kind::Float, u64::MAX).unwrap();
+    let f = dir.join("model.safetensors");
+    let len = std::fs::metadata(&f).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(len - 100).unwrap();
+    let e = format!("{:#}", m.reload(&dir).err().unwrap());
+    assert!(e.contains("not a safetensors file") && e.contains("bytes"), "{e}");
+    let out2 = tmp.path().join("out2");
+    std::fs::create_dir(&out2).unwrap();
+    m.save(&out2, &SaveOptions::default()).unwrap();
+    assert_eq!(tensor_bytes(&out2), before);
+}
+
+/// Weights are read straight into the parameters; a checkpoint in another
+/// dtype goes through a per-tensor conversion and loads the same values.
+#[test]
+fn bf16_checkpoint_loads_into_a_float32_model() {
+    let tmp = common::tmpdir();
+    let m = Model::load(&golden("qwen2"), Device::Cpu, Kind::Float).unwrap();
+    let d = tmp.path().join("bf16");
+    std::fs::create_dir(&d).unwrap();
+    m.save(&d, &SaveOptions { kind: Kind::BFloat16, ..Default::default() }).unwrap();
+    let back = Model::load(&d, Device::Cpu, Kind::Float).unwrap();
+    let (a, b) = (m.named_parameters(), back.named_parameters());
+    assert_eq!(a.len(), b.len());
+    for (name, t) in &a {
+        let want = t.to_kind(Kind::BFloat16).to_kind(Kind::Float);
+        assert_eq!(b[name].kind(), Kind::Float);
+        assert!(max_abs_diff(&want, &b[name]) == 0.0, "{name}");
+    }
 }
