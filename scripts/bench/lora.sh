@@ -2,9 +2,11 @@
 # LoRA against full fine-tuning on SmolLM2-135M (the real weights when
 # `make models` fetched them, else a random model of its shape):
 #
-#   1. one arl-train RL step on a batch of B × L tokens (default 8 × 512, one
-#      micro-batch), full fine-tuning vs `--lora-rank R` (all-linear), without
-#      and with `--gradient-checkpointing`: the process's peak RSS (GNU
+#   1. one arl-train RL step on a batch of B × L tokens (default 8 × 512),
+#      full fine-tuning vs `--lora-rank R` (all-linear), with the default
+#      settings (one micro-batch) and memory-lean ones (gradient
+#      checkpointing, 256-position LM-head chunks, micro-batches of 1,024
+#      tokens): the process's peak RSS (GNU
 #      time), the step's seconds, the optimizer state and the checkpoint's
 #      bytes, and the ratios LoRA / full;
 #   2. weight sync (with SYNC=1, the default): arl-serve on the model, then
@@ -45,9 +47,10 @@ for i in range(b):
                       "rollout_log_probs": [-8.0] * m}))
 PYEOF
 step() { # NAME FLAGS…: one RL step, checkpoint in $W/NAME; prints "rss_mb step_s opt_bytes ckpt_bytes"
-  local name=$1; shift
+  local name=$1 mb=$((B * L)); shift
+  case " $* " in *" --max-tokens-per-micro-batch "*) mb= ;; esac
   /usr/bin/time -f '%M' -o "$W/$name.rss" "$BIN/arl-train" --model "$MODEL" -i "$W/batch.jsonl" --save "$W/$name" \
-    --threads "$THREADS" --lr 1e-5 --global-batch-size "$B" --max-tokens-per-micro-batch $((B * L)) \
+    --threads "$THREADS" --lr 1e-5 --global-batch-size "$B" ${mb:+--max-tokens-per-micro-batch $mb} \
     --metrics "$W/$name.jsonl" -q "$@" >/dev/null
   local m; m=$(tail -n 1 "$W/$name.jsonl")
   local ck; ck=$(find "$W/$name" -name '*.safetensors' -not -path '*/trainer_state/*' -printf '%s\n' | awk '{s+=$1} END {print s}')
@@ -55,11 +58,13 @@ step() { # NAME FLAGS…: one RL step, checkpoint in $W/NAME; prints "rss_mb ste
 }
 printf 'SmolLM2-135M shape (%s), one RL step on %s × %s tokens (one micro-batch), %s threads\n' "$MODEL" "$B" "$L" "$THREADS"
 printf '%-42s %12s %8s %18s %18s\n' run 'peak RSS MB' step_s 'optimizer bytes' 'checkpoint bytes'
-for CK in "" --gradient-checkpointing; do
+LEAN="--gradient-checkpointing --logprob-chunk-tokens 256 --max-tokens-per-micro-batch 1024"
+for CK in "" "$LEAN"; do
   read -r FR FS FO FC <<<"$(step full $CK)"
   read -r LR_ LS LO LC <<<"$(step lora $CK --lora-rank "$R" --lora-targets all-linear)"
-  printf '%-42s %12s %8s %18s %18s\n' "full fine-tuning $CK" "$FR" "$FS" "$FO" "$FC"
-  printf '%-42s %12s %8s %18s %18s\n' "LoRA r=$R all-linear $CK" "$LR_" "$LS" "$LO" "$LC"
+  [ -n "$CK" ] && echo "memory-lean: $CK"
+  printf '%-42s %12s %8s %18s %18s\n' "full fine-tuning" "$FR" "$FS" "$FO" "$FC"
+  printf '%-42s %12s %8s %18s %18s\n' "LoRA r=$R all-linear" "$LR_" "$LS" "$LO" "$LC"
   "$PY" -c "print('  LoRA / full: peak RSS %.2fx, step time %.2fx, optimizer state %.4fx, checkpoint %.4fx' % ($LR_/$FR, $LS/$FS, $LO/$FO, $LC/$FC))"
 done
 [ "$SYNC" = 1 ] || exit 0

@@ -181,6 +181,9 @@ pub struct CriticConfig {
     pub save: Option<PathBuf>,
     pub lr: f64,
     pub value_clip: Option<f64>,
+    /// The policy's `--lora-*` settings: a critic that is not already a LoRA
+    /// critic gets a fresh adapter of these (its value head trains too).
+    pub lora: Option<arl_model::LoraConfig>,
 }
 
 /// `arl-train init`: a randomly initialised model.

@@ -5,6 +5,11 @@
 //! added and `"arl_critic": {…}` in its config.json (an inference server
 //! refuses it: it has tensors a decoder does not).
 //!
+//! With LoRA (`--train-critic` with `--lora-rank`), the critic is a LoRA
+//! adapter on the policy's base plus the value head, both trained: its
+//! directory is the adapter in PEFT's format with the head in
+//! `value_head.safetensors` beside it.
+//!
 //! A policy checkpoint is also accepted wherever a critic is: the critic
 //! starts from the policy's weights with a zero value head (V ≡ 0 until it is
 //! trained), so `arl-train values` and `arl-train --train-critic` given the
@@ -21,7 +26,7 @@ use super::optim::{AdamW, AdamWConfig};
 use super::value_loss::{explained_variance, value_loss};
 use super::{pack, pack_tokens, Sample};
 use crate::config::{CriticConfig, ScoreConfig, TOOL};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use arl_model::{Layout, Model, ModelConfig, SaveOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -32,6 +37,8 @@ use tch::{Device, Kind, Tensor};
 pub const MARKER: &str = "arl_critic";
 /// The value head's tensor prefix.
 pub const HEAD: &str = "value_head";
+/// The value head of a LoRA critic, next to its adapter.
+pub const HEAD_FILE: &str = "value_head.safetensors";
 
 pub struct Critic {
     pub model: Model,
@@ -39,8 +46,12 @@ pub struct Critic {
     b: Tensor,
 }
 
-/// Whether `dir`'s config.json marks a critic.
+/// Whether `dir` is a critic: a config.json that marks one, or a LoRA
+/// adapter with its value head.
 pub fn is_critic(dir: &Path) -> Result<bool> {
+    if arl_model::lora::is_adapter(dir) {
+        return Ok(dir.join(HEAD_FILE).is_file());
+    }
     Ok(ModelConfig::from_file(&dir.join("config.json"))?.extra.contains_key(MARKER))
 }
 
@@ -48,6 +59,67 @@ impl Critic {
     /// Loads a critic checkpoint, or starts one from a policy checkpoint
     /// (zero value head). Loading is as strict as the policy's.
     pub fn load(dir: &Path, device: Device, kind: Kind) -> Result<Critic> {
+        Critic::load_with(dir, device, kind, None)
+    }
+
+    /// [`Critic::load`], with a fresh LoRA adapter attached when `lora` is
+    /// given and `dir` holds none (the value head stays trainable).
+    pub fn load_with(dir: &Path, device: Device, kind: Kind, lora: Option<&arl_model::LoraConfig>) -> Result<Critic> {
+        if arl_model::lora::is_adapter(dir) {
+            // A LoRA critic (adapter + value_head.safetensors), or a LoRA
+            // policy (its adapter, a zero head).
+            let mut model = super::load_model(dir, device, kind)?;
+            let (w, b) = Critic::new_head(&mut model, kind);
+            let head = dir.join(HEAD_FILE);
+            if head.is_file() {
+                let t = arl_model::weights::read_file(&head)?;
+                let hidden = model.config.hidden_size as i64;
+                for (name, var, shape) in [("value_head.weight", &w, vec![1, hidden]), ("value_head.bias", &b, vec![1])]
+                {
+                    let src = t.get(name).with_context(|| format!("`{}` has no `{name}`", head.display()))?;
+                    if src.size() != shape {
+                        bail!("`{}`: `{name}` has shape {:?}, this critic needs {shape:?}", head.display(), src.size());
+                    }
+                    tch::no_grad(|| var.shallow_clone().f_copy_(&src.to_kind(kind).to_device(device)))?;
+                }
+            } else {
+                model.config.extra.insert(MARKER.into(), json!({"initialised_from": dir.display().to_string()}));
+            }
+            return Ok(Critic { model, w, b });
+        }
+        let mut c = Critic::load_full(dir, device, kind)?;
+        if let Some(cfg) = lora {
+            if is_critic(dir)? {
+                bail!(
+                    "`{}` is a full critic checkpoint: a LoRA critic starts from the policy's checkpoint (drop --critic)",
+                    dir.display()
+                );
+            }
+            c.model.add_lora(cfg)?;
+            // add_lora froze every tensor of the model: the head trains.
+            c.w = c.w.set_requires_grad(true);
+            c.b = c.b.set_requires_grad(true);
+        }
+        Ok(c)
+    }
+
+    /// The value head's tensors, zero and trainable, among the model's
+    /// variables (in its kind).
+    fn new_head(model: &mut Model, kind: Kind) -> (Tensor, Tensor) {
+        let hidden = model.config.hidden_size as i64;
+        let (w, b) = tch::no_grad(|| {
+            let root = model.vs.root();
+            let p = &root / HEAD;
+            (p.var("weight", &[1, hidden], Init::Const(0.0)), p.var("bias", &[1], Init::Const(0.0)))
+        });
+        if kind != Kind::Float {
+            model.vs.set_kind(kind);
+        }
+        (w, b)
+    }
+
+    /// A full critic checkpoint, or a policy checkpoint with a zero head.
+    fn load_full(dir: &Path, device: Device, kind: Kind) -> Result<Critic> {
         let critic = is_critic(dir)?;
         let mut model = if critic {
             let config = ModelConfig::from_file(&dir.join("config.json"))?;
@@ -83,7 +155,8 @@ impl Critic {
     }
 
     /// Writes the critic (weights, marked config, tokenizer files of
-    /// `tokenizer_dir`) to `dest` atomically; `extra` may add files.
+    /// `tokenizer_dir`; with LoRA, the adapter and `value_head.safetensors`)
+    /// to `dest` atomically; `extra` may add files.
     pub fn save(
         &self,
         dest: &Path,
@@ -91,7 +164,28 @@ impl Critic {
         tokenizer_dir: &Path,
         extra: impl FnOnce(&Path) -> Result<()>,
     ) -> Result<()> {
-        checkpoint::save(&self.model, dest, opts, tokenizer_dir, extra)
+        let lora = self.model.lora_config().is_some();
+        checkpoint::save(&self.model, dest, opts, tokenizer_dir, |dir| {
+            if lora {
+                let head: std::collections::BTreeMap<String, Tensor> = [
+                    ("value_head.weight".to_string(), self.w.shallow_clone()),
+                    ("value_head.bias".to_string(), self.b.shallow_clone()),
+                ]
+                .into();
+                arl_model::weights::write_file(&dir.join(HEAD_FILE), &head, Kind::Float)?;
+            }
+            extra(dir)
+        })
+    }
+
+    /// What trains: every parameter, or with LoRA the adapter and the head.
+    pub fn trainable_parameters(&self) -> std::collections::BTreeMap<String, Tensor> {
+        let mut p = self.model.trainable_parameters();
+        if self.model.lora_config().is_some() {
+            p.insert("value_head.weight".into(), self.w.shallow_clone());
+            p.insert("value_head.bias".into(), self.b.shallow_clone());
+        }
+        p
     }
 
     /// Response-token values of every sample (no gradient), one per response token.
@@ -167,8 +261,8 @@ impl CriticTrainer {
     ) -> Result<CriticTrainer> {
         let src = a.critic.clone().unwrap_or_else(|| model_dir.to_path_buf());
         let dest = a.save.clone().context("`--train-critic` needs `--critic-save DIR`")?;
-        let critic = Critic::load(&src, device, kind)?;
-        let mut opt = AdamW::new(critic.model.named_parameters(), opt_cfg);
+        let critic = Critic::load_with(&src, device, kind, a.lora.as_ref())?;
+        let mut opt = AdamW::new(critic.trainable_parameters(), opt_cfg);
         let state = src.join("trainer_state").join("critic.json");
         if is_critic(&src)? && state.exists() {
             let text = std::fs::read_to_string(&state).with_context(|| format!("reading `{}`", state.display()))?;
@@ -265,7 +359,13 @@ impl CriticTrainer {
 pub fn values(a: &ScoreConfig) -> Result<std::process::ExitCode> {
     let device = a.device.resolve(None)?;
     super::set_threads(a.threads);
-    let critic = Critic::load(&a.model, device, Kind::Float)?;
+    let critic = Critic::load(&a.model, device, Kind::Float).map_err(|e| {
+        if arl_model::lora::is_adapter(&a.model) {
+            arl_core::cli::data(format!("{e:#}"))
+        } else {
+            e
+        }
+    })?;
     super::score::annotate(
         &a.input,
         &a.output,

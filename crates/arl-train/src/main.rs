@@ -352,7 +352,9 @@ pub struct LoraArgs {
     /// `adapter_model.safetensors`, trainer state, tokenizer files); `--model`
     /// may be such a directory to continue training it (its own rank and
     /// targets; `--lora-*` flags, if given, must agree). `arl-train merge`
-    /// folds an adapter into its base
+    /// folds an adapter into its base. With `--train-critic` the critic gets
+    /// an adapter of the same shape too (its value head trains in full; saved
+    /// as `value_head.safetensors` beside the critic's adapter)
     #[arg(long, default_value_t = 0, value_name = "R", help_heading = "LoRA")]
     pub lora_rank: usize,
 
@@ -583,9 +585,6 @@ impl TrainArgs {
                 "`--lora-dropout` with `--gradient-checkpointing`: the recomputed blocks would draw other dropout masks",
             ));
         }
-        if c.train_critic && (lora.is_some() || arl_model::lora::is_adapter(&model)) {
-            return Err(usage("`--train-critic` with a LoRA adapter is not supported yet: train the critic in full"));
-        }
         Ok(TrainConfig {
             model,
             save: self.save.clone(),
@@ -642,6 +641,7 @@ impl TrainArgs {
                 save: c.critic_save.clone(),
                 lr: c.critic_lr,
                 value_clip: c.value_clip,
+                lora: lora.clone(),
             },
             lora,
             input: self.input.spec()?,

@@ -185,3 +185,34 @@ fn train_critic_names_what_is_missing() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("--critic-save"), "{}", r.stderr);
 }
+
+/// With `--lora-rank`, the policy and the critic each train an adapter (the
+/// critic's value head trains too): the critic directory is the adapter
+/// with `value_head.safetensors`, it fits the returns, reloads for `arl-train
+/// values` and continues its own AdamW moments.
+#[test]
+fn a_lora_critic_trains_its_adapter_and_value_head() {
+    let t = tmpdir();
+    let p = t.path();
+    let batch = gae(p, &values(p, &tiny(), records(6).as_bytes()));
+    let lora = ["--lora-rank", "4", "--lora-alpha", "8", "--epochs", "30"];
+    let r = train_critic(p, &lora, &batch);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let m = jsonl(&std::fs::read(p.join("m.jsonl")).unwrap());
+    assert!((m[0]["value_loss"].as_f64().unwrap() - 0.25).abs() < 1e-6, "{}", m[0]);
+    let last = m[29]["value_loss"].as_f64().unwrap();
+    assert!(last < 0.1, "the LoRA critic fits the returns: {last}");
+    let c = p.join("critic");
+    for f in ["adapter_config.json", "adapter_model.safetensors", "value_head.safetensors"] {
+        assert!(c.join(f).exists(), "{f}");
+    }
+    assert!(!c.join("config.json").exists() && p.join("policy/adapter_model.safetensors").exists());
+    let v1 = values(p, &c, records(6).as_bytes());
+    assert!(v1.iter().any(|r| floats(&r["values"]).iter().any(|&x| x != 0.0)));
+    let ev = explained_variance(&jsonl(gae(p, &v1).as_bytes()));
+    assert!(ev > 0.3, "explained variance of the LoRA critic: {ev}");
+    let r = train_critic(p, &["--critic", "critic", "--epochs", "2", "--lora-rank", "4", "--lora-alpha", "8"], &batch);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let st: Value = serde_json::from_slice(&std::fs::read(c.join("trainer_state/critic.json")).unwrap()).unwrap();
+    assert_eq!(st["step"], 32);
+}
