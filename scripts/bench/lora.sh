@@ -10,9 +10,11 @@
 #      time), the step's seconds, the optimizer state and the checkpoint's
 #      bytes, and the ratios LoRA / full;
 #   2. weight sync (with SYNC=1, the default): arl-serve on the model, then
-#      `arl-sync --checkpoint` of a full checkpoint vs `arl-sync --lora` of
+#      `arl-sync --checkpoint` of the full checkpoint vs `arl-sync --lora` of
 #      an adapter, best of REPEAT each (the command's wall time, verification
-#      included), and the ratio full / LoRA.
+#      included), and the time the server takes to apply each (the POST
+#      alone: `/update_weights_from_disk` vs `/load_lora_adapter`), with the
+#      ratios full / LoRA. TRAIN=0 skips part 1.
 #
 #   scripts/bench/lora.sh                       # B=8 L=512 R=16 REPEAT=3
 set -euo pipefail
@@ -56,6 +58,7 @@ step() { # NAME FLAGS…: one RL step, checkpoint in $W/NAME; prints "rss_mb ste
   local ck; ck=$(find "$W/$name" -name '*.safetensors' -not -path '*/trainer_state/*' -printf '%s\n' | awk '{s+=$1} END {print s}')
   echo "$(($(cat "$W/$name.rss") / 1024)) $(jq -r '.step_time_s*10|round/10' <<<"$m") $(jq -r .optimizer_state_bytes <<<"$m") $ck"
 }
+if [ "${TRAIN:-1}" = 1 ]; then
 printf 'SmolLM2-135M shape (%s), one RL step on %s × %s tokens (one micro-batch), %s threads\n' "$MODEL" "$B" "$L" "$THREADS"
 printf '%-42s %12s %8s %18s %18s\n' run 'peak RSS MB' step_s 'optimizer bytes' 'checkpoint bytes'
 LEAN="--gradient-checkpointing --logprob-chunk-tokens 256 --max-tokens-per-micro-batch 1024"
@@ -67,9 +70,14 @@ for CK in "" "$LEAN"; do
   printf '%-42s %12s %8s %18s %18s\n' "LoRA r=$R all-linear" "$LR_" "$LS" "$LO" "$LC"
   "$PY" -c "print('  LoRA / full: peak RSS %.2fx, step time %.2fx, optimizer state %.4fx, checkpoint %.4fx' % ($LR_/$FR, $LS/$FS, $LO/$FO, $LC/$FC))"
 done
+fi
 [ "$SYNC" = 1 ] || exit 0
 
-# 2. Sync: a full checkpoint (the full run's, float32 as saved) vs the adapter.
+# 2. Sync: the full checkpoint (the model itself, as arl-train saves it) vs an
+# adapter of rank R (part 1's, or one made here with a memory-lean step).
+[ -f "$W/lora/adapter_config.json" ] ||
+  step lora --lora-rank "$R" --lora-targets all-linear --gradient-checkpointing --logprob-chunk-tokens 256 \
+    --max-tokens-per-micro-batch 1024 >/dev/null
 PORT=$((30500 + RANDOM % 1000))
 "$BIN/arl-serve" --model-path "$MODEL" --port "$PORT" --weight-version 0 >"$W/serve.log" 2>&1 &
 SERVER=$!
@@ -84,6 +92,17 @@ best() { # FLAGS…: the best wall time of REPEAT syncs, in seconds
   done
   echo "$b"
 }
-SF=$(best --checkpoint "$W/full")
+SF=$(best --checkpoint "$MODEL")
 SL=$(best --checkpoint "$W/lora" --lora policy)
-"$PY" -c "print('sync (best of $REPEAT, verified): full checkpoint %.3f s, adapter %.3f s: the adapter %.1fx faster' % ($SF, $SL, $SF/$SL))"
+apply() { # PATH BODY: the best time of REPEAT POSTs (the server's own work, no verification)
+  local b=999999 t i
+  for i in $(seq "$REPEAT"); do
+    t=$(curl -s -o /dev/null -w '%{time_total}' -X POST "http://127.0.0.1:$PORT$1" -H 'content-type: application/json' -d "$2")
+    b=$("$PY" -c "print(min($b, $t))")
+  done
+  echo "$b"
+}
+AF=$(apply /update_weights_from_disk "{\"model_path\": \"$MODEL\"}")
+AL=$(apply /load_lora_adapter "{\"lora_name\": \"policy\", \"lora_path\": \"$W/lora\"}")
+"$PY" -c "print('the servers applying it (best of $REPEAT POSTs): full checkpoint %.3f s, adapter %.3f s: %.1fx' % ($AF, $AL, $AF/$AL))"
+"$PY" -c "print('arl-sync end to end (best of $REPEAT, verified by a generation): full %.3f s, adapter %.3f s: %.1fx' % ($SF, $SL, $SF/$SL))"

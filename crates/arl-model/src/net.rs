@@ -634,7 +634,9 @@ impl Model {
     /// matrix `cfg` implies present with the shape this model needs, nothing else.
     fn read_adapter(&self, dir: &Path, cfg: &LoraConfig) -> Result<std::collections::HashMap<String, Tensor>> {
         let file = dir.join(lora::ADAPTER_WEIGHTS);
-        let mut src = weights::read_file(&file)?;
+        // Headers first (everything is checked before any tensor is read),
+        // then each tensor read straight into its own memory.
+        let src = weights::index_file(&file)?;
         let ctx = || format!("adapter `{}`", dir.display());
         let r = cfg.rank as i64;
         let mut want = BTreeMap::new();
@@ -659,10 +661,10 @@ impl Model {
         for (name, shape) in &want {
             match src.get(name) {
                 None => bail!("{}: tensor `{name}` is missing (this base model needs shape {shape:?})", ctx()),
-                Some(t) if &t.size() != shape => bail!(
+                Some(e) if &e.shape != shape => bail!(
                     "{}: tensor `{name}` has shape {:?}, this base model needs {shape:?} — an adapter of another base model?",
                     ctx(),
-                    t.size()
+                    e.shape
                 ),
                 Some(_) => {}
             }
@@ -678,8 +680,14 @@ impl Model {
                 extra.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
             );
         }
-        src.retain(|k, _| want.contains_key(k));
-        Ok(src)
+        let mut f = std::fs::File::open(&file).with_context(|| format!("cannot read `{}`", file.display()))?;
+        let mut out = std::collections::HashMap::new();
+        for (name, e) in src {
+            let t = Tensor::empty(e.shape.as_slice(), (e.kind, Device::Cpu));
+            weights::read_into(&mut f, &e, &t)?;
+            out.insert(name, t);
+        }
+        Ok(out)
     }
 
     /// The attached adapter's config.
