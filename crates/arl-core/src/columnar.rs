@@ -87,11 +87,21 @@ impl Read for Pread {
 }
 
 impl Read for ChunkRead {
+    /// A read past the end of the data is an error, not `Ok(0)`: the parquet
+    /// crate's page-header parser skips unknown Thrift fields with
+    /// `io::copy`, which takes `Ok(0)` for a skip done, so a malformed header
+    /// declaring a list of 2³¹ eight-byte elements past the end would spin
+    /// through all of them (tens of seconds for a 7 KB file, found by
+    /// fuzzing); every legitimate read of a column chunk stays inside it.
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            ChunkRead::File(r) => r.read(buf),
-            ChunkRead::Mem(r) => r.read(buf),
+        let n = match self {
+            ChunkRead::File(r) => r.read(buf)?,
+            ChunkRead::Mem(r) => r.read(buf)?,
+        };
+        if n == 0 && !buf.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end of the Parquet data"));
         }
+        Ok(n)
     }
 }
 

@@ -162,3 +162,15 @@ fn bad_records_are_named_or_rejected() {
     let r = run("arl-filter", &["--drop-status", "done"], b"");
     assert_eq!(r.code, 2);
 }
+
+/// A 7 KB Parquet file (found by fuzzing) whose page header declares a
+/// Thrift list of 2³¹ eight-byte elements past the end of the data: the
+/// parquet crate's header parser used to skip through every one of them
+/// (20 s here); reading past the end is now an error at once, exit 65.
+#[test]
+fn a_page_header_skipping_past_the_end_is_refused() {
+    let f = common::root().join("fuzz/corpus/parquet_reader/regress-thrift-skip-past-end.parquet");
+    let r = run("arl-filter", &["-i", f.to_str().unwrap(), "-q"], b"");
+    assert_eq!(r.code, 65, "{}", r.stderr);
+    assert!(r.stderr.contains("corrupt Parquet data") && r.stderr.contains("read past the end"), "{}", r.stderr);
+}
