@@ -99,7 +99,10 @@ impl Read for ChunkRead {
             ChunkRead::Mem(r) => r.read(buf)?,
         };
         if n == 0 && !buf.is_empty() {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end of the Parquet data"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "read past the end of the Parquet data",
+            ));
         }
         Ok(n)
     }
