@@ -1393,9 +1393,18 @@ impl Model {
                 }
             }
         }
+        // Every row on one adapter (a rollout's usual batch): no row selection.
+        let whole = match groups.as_slice() {
+            [(id, rows)] if rows.len() == slots.len() => Some(*id),
+            _ => None,
+        };
         let groups: Vec<(u32, Tensor)> =
             groups.into_iter().map(|(id, rows)| (id, Tensor::from_slice(&rows).to_device(self.device))).collect();
-        let sel = if groups.is_empty() { self.train_sel(false) } else { Sel::Rows(&groups) };
+        let sel = match whole {
+            Some(id) => Sel::All { id, dropout: 0.0 },
+            None if groups.is_empty() => self.train_sel(false),
+            None => Sel::Rows(&groups),
+        };
         tch::no_grad(|| {
             let dev = self.device;
             let b = slots.len() as i64;
