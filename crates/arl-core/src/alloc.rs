@@ -1,4 +1,5 @@
-//! Process-wide memory settings for request loops (`arl-rollout`).
+//! Process-wide memory settings: for request loops (`arl-rollout`) and for
+//! libtorch's tensors (`arl-train`).
 /// Tells the allocator to keep freed memory for reuse instead of handing it
 /// back to the kernel a second later (mimalloc's `purge_delay`): a process
 /// that frees and reallocates at a steady rate, as `arl-rollout` does per
@@ -47,11 +48,50 @@ pub fn no_transparent_huge_pages() -> bool {
     }
 }
 
+/// Gives every C allocation of at least `bytes` its own mapping, returned
+/// to the kernel when freed (glibc's `M_MMAP_THRESHOLD`; libtorch's CPU
+/// tensors come from the C allocator, not from mimalloc). By default glibc
+/// raises that threshold to the size of each mapped block freed, up to
+/// 32 MiB, after which a training step's activations (tens of MB each,
+/// allocated and freed in an order that changes every layer) are carved out
+/// of the heap and its free lists: freed memory the next, differently sized
+/// tensor cannot use. Measured on one RL step of SmolLM2-135M over 8 × 512
+/// tokens in one micro-batch: peak RSS 10.0 GB → 9.3 GB for full
+/// fine-tuning and 10.6 GB → 7.7 GB with a LoRA adapter, each step 5–10%
+/// faster (thresholds of 128 KiB and 4 MiB measured the same;
+/// `scripts/bench/lora.sh`). Does nothing when
+/// `MALLOC_MMAP_THRESHOLD_` is set (the user's choice stands) or outside
+/// glibc. Returns whether the threshold is set now.
+pub fn map_large_allocations(bytes: usize) -> bool {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some() {
+        return false;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let Ok(b) = std::ffi::c_int::try_from(bytes) else { return false };
+        // SAFETY: mallopt only sets a parameter of glibc's allocator.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, b) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = bytes;
+        false
+    }
+}
+
 #[cfg(test)]
 mod alloc_tests {
     #[test]
     fn the_allocator_keeps_freed_memory_when_asked() {
         assert!(super::keep_freed_memory(), "mimalloc's option numbering changed: update PURGE_DELAY");
+    }
+
+    #[test]
+    fn large_c_allocations_can_be_mapped_alone() {
+        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+            assert!(super::map_large_allocations(1 << 20));
+            assert!(!super::map_large_allocations(usize::MAX), "a threshold glibc cannot take is refused");
+        }
     }
 
     #[test]

@@ -709,5 +709,8 @@ impl ValuesArgs {
 
 fn main() -> std::process::ExitCode {
     arl_core::cli::bounded_omp_spin_by_default();
+    // Tensors of 1 MiB and more in their own mappings: the heap otherwise
+    // keeps a step's freed activations in pieces (see the function).
+    arl_core::alloc::map_large_allocations(1 << 20);
     arl_core::cli::main(TOOL, run)
 }
