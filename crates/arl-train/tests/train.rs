@@ -112,6 +112,47 @@ fn sft_drives_the_loss_down() {
     assert!(t.path().join("out/model.safetensors").exists() && t.path().join("out/tokenizer.json").exists());
 }
 
+/// SFT demonstrations are rendered on the trainer's threads: the samples
+/// keep the input's order (the plan's fingerprint, which hashes every
+/// sample's tokens in order, is the same on one thread and on two) and bad
+/// records are rejected in line order, the others trained.
+#[test]
+fn sft_messages_render_on_every_thread_in_input_order() {
+    let t = tmpdir();
+    let m = tiny();
+    let input: Vec<String> = (0..300)
+        .map(|i| {
+            let mut msgs = vec![json!({"role": "user", "content": format!("{i}+{i}?")})];
+            if i != 7 && i != 201 {
+                msgs.push(json!({"role": "assistant", "content": format!("{}", 2 * i)}));
+            }
+            json!({ "messages": msgs }).to_string()
+        })
+        .collect();
+    let input = input.join("\n");
+    let run = |threads: &str| {
+        let save = format!("out-{threads}");
+        let rejects = format!("rej-{threads}.jsonl");
+        #[rustfmt::skip]
+        let args = ["--threads", threads, "-q", "--model", m.to_str().unwrap(), "--loss", "sft", "--max-steps", "1",
+                    "--global-batch-size", "8", "--save", &save, "--on-error", "skip", "--rejects", &rejects];
+        run_in(t.path(), "arl-train", &args, input.as_bytes()).ok();
+        let state: Value =
+            serde_json::from_slice(&std::fs::read(t.path().join(&save).join("trainer_state/state.json")).unwrap())
+                .unwrap();
+        let rej = std::fs::read_to_string(t.path().join(&rejects)).unwrap();
+        (state["input"].clone(), rej)
+    };
+    let (one, rej_one) = run("1");
+    let (two, rej_two) = run("2");
+    assert_eq!(one["samples"], 298, "{one}");
+    assert_eq!(one, two, "the same samples in the same order on 1 and 2 threads");
+    let lines: Vec<&str> = rej_two.lines().collect();
+    assert_eq!(lines.len(), 2, "{rej_two}");
+    assert!(lines[0].contains("7+7?") && lines[1].contains("201+201?"), "{rej_two}");
+    assert_eq!(rej_one, rej_two);
+}
+
 /// `--precision amp` (bf16 autocast; here on the CPU): the first step's loss
 /// (before any update) is the fp32 one up to bf16 rounding — close, but not
 /// bit-equal, which shows the matmuls did run in bf16 — the loss still falls,
