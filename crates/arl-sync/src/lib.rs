@@ -114,79 +114,112 @@ pub fn discover_workers(router: &str, api_key: &Option<String>, timeout: Duratio
 
 use arl_http::client::why;
 
+/// One server's sync under way: its URL, its clock, the two clients (the
+/// update's timeout and the verification's) and what every kind of sync
+/// asks of a server.
+struct Attempt<'a> {
+    url: String,
+    t0: Instant,
+    opts: &'a SyncOptions,
+    update: reqwest::blocking::Client,
+    verify: reqwest::blocking::Client,
+}
+
+impl<'a> Attempt<'a> {
+    /// `Err`: the failed result to report (a client could not be built).
+    fn start(url: &str, opts: &'a SyncOptions) -> std::result::Result<Attempt<'a>, ServerResult> {
+        let (t0, url) = (Instant::now(), normalize_url(url));
+        let clients = client(opts.update_timeout, opts.verify_timeout)
+            .and_then(|u| Ok((u, client(opts.verify_timeout, opts.verify_timeout)?)));
+        match clients {
+            Ok((update, verify)) => Ok(Attempt { url, t0, opts, update, verify }),
+            Err(e) => Err(ServerResult {
+                url,
+                ok: false,
+                stage: "update".into(),
+                message: format!("{e:#}"),
+                weight_version: None,
+                seconds: t0.elapsed().as_secs_f64(),
+            }),
+        }
+    }
+
+    fn result(&self, ok: bool, stage: &str, message: String, version: Option<String>) -> ServerResult {
+        ServerResult {
+            url: self.url.clone(),
+            ok,
+            stage: stage.into(),
+            message,
+            weight_version: version,
+            seconds: self.t0.elapsed().as_secs_f64(),
+        }
+    }
+
+    fn fail(&self, stage: &str, message: String, version: Option<String>) -> ServerResult {
+        self.result(false, stage, message, version)
+    }
+
+    /// `POST path` with the update's timeout: the status, the answer as JSON
+    /// (null when it is not) and as text; `Err`: why no answer came.
+    fn post(&self, path: &str, body: &Value) -> std::result::Result<(u16, Value, String), String> {
+        let rb = self.update.post(format!("{}{path}", self.url)).json(body);
+        let r = with_key(rb, &self.opts.api_key).send().map_err(|e| why(&e))?;
+        let status = r.status().as_u16();
+        let text = r.text().unwrap_or_default();
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null), text))
+    }
+
+    /// `GET /get_model_info` with the verification's timeout; `Err`: the
+    /// failed result (stage `verify`).
+    fn model_info(&self) -> std::result::Result<Value, ServerResult> {
+        match with_key(self.verify.get(format!("{}/get_model_info", self.url)), &self.opts.api_key).send() {
+            Ok(r) if r.status().is_success() => Ok(r.json::<Value>().unwrap_or(Value::Null)),
+            Ok(r) => Err(self.fail("verify", format!("`/get_model_info` answered HTTP {}", r.status().as_u16()), None)),
+            Err(e) => Err(self.fail("verify", why(&e), None)),
+        }
+    }
+}
+
 /// Updates and verifies one server. With [`SyncOptions::lora`]: see [`sync_lora`].
 pub fn sync_one(url: &str, opts: &SyncOptions) -> ServerResult {
     if let Some(name) = &opts.lora {
         return sync_lora(url, name, opts);
     }
-    let t0 = Instant::now();
-    let url = normalize_url(url);
-    let fail = |stage: &str, message: String, version: Option<String>| ServerResult {
-        url: url.clone(),
-        ok: false,
-        stage: stage.into(),
-        message,
-        weight_version: version,
-        seconds: t0.elapsed().as_secs_f64(),
-    };
-    let update = match client(opts.update_timeout, opts.verify_timeout) {
-        Ok(c) => c,
-        Err(e) => return fail("update", format!("{e:#}"), None),
+    let s = match Attempt::start(url, opts) {
+        Ok(s) => s,
+        Err(failed) => return failed,
     };
     let body = json!({
         "model_path": opts.model_path,
         "weight_version": opts.weight_version,
         "abort_all_requests": opts.abort_running,
     });
-    let resp = with_key(update.post(format!("{url}/update_weights_from_disk")).json(&body), &opts.api_key).send();
-    let resp = match resp {
-        Ok(r) => r,
-        Err(e) => return fail("update", why(&e), None),
+    let (status, v, text) = match s.post("/update_weights_from_disk", &body) {
+        Ok(a) => a,
+        Err(e) => return s.fail("update", e, None),
     };
-    let status = resp.status();
-    let text = resp.text().unwrap_or_default();
-    let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    let success = v.get("success").and_then(Value::as_bool);
-    if !status.is_success() || success != Some(true) {
-        let msg = v
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
-            .unwrap_or_else(|| text.chars().take(300).collect());
-        return fail("update", format!("HTTP {}: {msg}", status.as_u16()), None);
+    if !(200..300).contains(&status) || v.get("success").and_then(Value::as_bool) != Some(true) {
+        return s.fail("update", format!("HTTP {status}: {}", error_text(&v, &text)), None);
     }
-    let verify = match client(opts.verify_timeout, opts.verify_timeout) {
-        Ok(c) => c,
-        Err(e) => return fail("verify", format!("{e:#}"), None),
-    };
-    let info = match with_key(verify.get(format!("{url}/get_model_info")), &opts.api_key).send() {
-        Ok(r) if r.status().is_success() => r.json::<Value>().unwrap_or(Value::Null),
-        Ok(r) => return fail("verify", format!("`/get_model_info` answered HTTP {}", r.status().as_u16()), None),
-        Err(e) => return fail("verify", why(&e), None),
+    let info = match s.model_info() {
+        Ok(i) => i,
+        Err(failed) => return failed,
     };
     let version = info.get("weight_version").and_then(Value::as_str).map(str::to_string);
     if version.as_deref() != Some(opts.weight_version.as_str()) {
         let shown = version.clone().unwrap_or_else(|| "none".into());
-        return fail(
+        return s.fail(
             "verify",
             format!("server reports weight_version `{shown}`, expected `{}`", opts.weight_version),
             version,
         );
     }
-    match with_key(verify.get(format!("{url}/health_generate")), &opts.api_key).send() {
+    match with_key(s.verify.get(format!("{}/health_generate", s.url)), &opts.api_key).send() {
         Ok(r) if r.status().is_success() => {}
-        Ok(r) => return fail("health", format!("`/health_generate` answered HTTP {}", r.status().as_u16()), version),
-        Err(e) => return fail("health", why(&e), version),
+        Ok(r) => return s.fail("health", format!("`/health_generate` answered HTTP {}", r.status().as_u16()), version),
+        Err(e) => return s.fail("health", why(&e), version),
     }
-    ServerResult {
-        url,
-        ok: true,
-        stage: "done".into(),
-        message: format!("serving weight_version `{}`", opts.weight_version),
-        weight_version: version,
-        seconds: t0.elapsed().as_secs_f64(),
-    }
+    s.result(true, "done", format!("serving weight_version `{}`", opts.weight_version), version)
 }
 
 /// The error text of an SGLang answer: `error_message` (LoRA endpoints),
@@ -210,63 +243,42 @@ fn error_text(v: &Value, text: &str) -> String {
 /// 3. one greedy token through `/generate` with `lora_path: name`, which must
 ///    answer (and, on arl-serve, report the new `weight_version`).
 pub fn sync_lora(url: &str, name: &str, opts: &SyncOptions) -> ServerResult {
-    let t0 = Instant::now();
-    let url = normalize_url(url);
-    let fail = |stage: &str, message: String, version: Option<String>| ServerResult {
-        url: url.clone(),
-        ok: false,
-        stage: stage.into(),
-        message,
-        weight_version: version,
-        seconds: t0.elapsed().as_secs_f64(),
-    };
-    let update = match client(opts.update_timeout, opts.verify_timeout) {
-        Ok(c) => c,
-        Err(e) => return fail("update", format!("{e:#}"), None),
-    };
-    let post = |path: &str, body: &Value| -> Result<(u16, Value, String), String> {
-        let r = with_key(update.post(format!("{url}{path}")).json(body), &opts.api_key).send().map_err(|e| why(&e))?;
-        let status = r.status().as_u16();
-        let text = r.text().unwrap_or_default();
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null), text))
+    let s = match Attempt::start(url, opts) {
+        Ok(s) => s,
+        Err(failed) => return failed,
     };
     let load = json!({"lora_name": name, "lora_path": opts.model_path, "weight_version": opts.weight_version});
     let ok = |status: u16, v: &Value| status == 200 && v.get("success").and_then(Value::as_bool) == Some(true);
-    let mut answer = match post("/load_lora_adapter", &load) {
+    let mut answer = match s.post("/load_lora_adapter", &load) {
         Ok(a) => a,
-        Err(e) => return fail("update", e, None),
+        Err(e) => return s.fail("update", e, None),
     };
     if !ok(answer.0, &answer.1) && error_text(&answer.1, &answer.2).contains("already") {
         // A server that does not replace adapters in place.
-        if let Err(e) = post("/unload_lora_adapter", &json!({"lora_name": name})) {
-            return fail("update", e, None);
+        if let Err(e) = s.post("/unload_lora_adapter", &json!({"lora_name": name})) {
+            return s.fail("update", e, None);
         }
-        answer = match post("/load_lora_adapter", &load) {
+        answer = match s.post("/load_lora_adapter", &load) {
             Ok(a) => a,
-            Err(e) => return fail("update", e, None),
+            Err(e) => return s.fail("update", e, None),
         };
     }
     let (status, v, text) = answer;
     if !ok(status, &v) {
-        return fail("update", format!("HTTP {status}: {}", error_text(&v, &text)), None);
+        return s.fail("update", format!("HTTP {status}: {}", error_text(&v, &text)), None);
     }
     let listed = v.pointer("/loaded_adapters").and_then(|a| a.get(name)).and_then(Value::as_str);
     if listed != Some(opts.model_path.as_str()) {
         let shown = listed.map_or_else(|| "nothing".to_string(), |p| format!("`{p}`"));
-        return fail(
+        return s.fail(
             "verify",
             format!("after the load the server lists {shown} as adapter `{name}`, expected `{}`", opts.model_path),
             None,
         );
     }
-    let verify = match client(opts.verify_timeout, opts.verify_timeout) {
-        Ok(c) => c,
-        Err(e) => return fail("verify", format!("{e:#}"), None),
-    };
-    let info = match with_key(verify.get(format!("{url}/get_model_info")), &opts.api_key).send() {
-        Ok(r) if r.status().is_success() => r.json::<Value>().unwrap_or(Value::Null),
-        Ok(r) => return fail("verify", format!("`/get_model_info` answered HTTP {}", r.status().as_u16()), None),
-        Err(e) => return fail("verify", why(&e), None),
+    let info = match s.model_info() {
+        Ok(i) => i,
+        Err(failed) => return failed,
     };
     // arl-serve lists its adapters with their versions; SGLang does not.
     let versioned = info.get("lora_adapters").is_some_and(Value::is_object);
@@ -276,7 +288,7 @@ pub fn sync_lora(url: &str, name: &str, opts: &SyncOptions) -> ServerResult {
         let path = entry.and_then(|e| e.get("path")).and_then(Value::as_str);
         version = entry.and_then(|e| e.get("weight_version")).and_then(Value::as_str).map(str::to_string);
         if path != Some(opts.model_path.as_str()) || version.as_deref() != Some(opts.weight_version.as_str()) {
-            return fail(
+            return s.fail(
                 "verify",
                 format!(
                     "`/get_model_info` reports adapter `{name}` as {}, expected path `{}` and weight_version `{}`",
@@ -290,12 +302,12 @@ pub fn sync_lora(url: &str, name: &str, opts: &SyncOptions) -> ServerResult {
     }
     let probe = json!({"input_ids": [0], "lora_path": name,
                        "sampling_params": {"max_new_tokens": 1, "temperature": 0}});
-    match with_key(verify.post(format!("{url}/generate")).json(&probe), &opts.api_key).send() {
+    match with_key(s.verify.post(format!("{}/generate", s.url)).json(&probe), &opts.api_key).send() {
         Ok(r) if r.status().is_success() => {
             let v: Value = r.json().unwrap_or(Value::Null);
             let answered = v.pointer("/meta_info/weight_version").and_then(Value::as_str);
             if versioned && answered != Some(opts.weight_version.as_str()) {
-                return fail(
+                return s.fail(
                     "health",
                     format!(
                         "a generation with adapter `{name}` reports weight_version `{}`, expected `{}`",
@@ -310,27 +322,20 @@ pub fn sync_lora(url: &str, name: &str, opts: &SyncOptions) -> ServerResult {
             let status = r.status().as_u16();
             let text = r.text().unwrap_or_default();
             let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            return fail(
+            return s.fail(
                 "health",
                 format!("a generation with adapter `{name}` answered HTTP {status}: {}", error_text(&v, &text)),
                 version,
             );
         }
-        Err(e) => return fail("health", why(&e), version),
+        Err(e) => return s.fail("health", why(&e), version),
     }
     let message = if versioned {
         format!("serving LoRA adapter `{name}` at weight_version `{}`", opts.weight_version)
     } else {
         format!("serving LoRA adapter `{name}` (the server reports no adapter versions)")
     };
-    ServerResult {
-        url,
-        ok: true,
-        stage: "done".into(),
-        message,
-        weight_version: version,
-        seconds: t0.elapsed().as_secs_f64(),
-    }
+    s.result(true, "done", message, version)
 }
 
 /// Checks an adapter directory before any server is touched: PEFT's

@@ -206,6 +206,17 @@ pub(super) async fn abort_request(State(st): State<Arc<AppState>>, body: Result<
     StatusCode::OK.into_response()
 }
 
+/// A request's optional `weight_version`: a string, or a number taken as
+/// its decimal text (what a trainer's step counter sends).
+fn version_field(m: &serde_json::Map<String, Value>) -> Result<Option<String>, String> {
+    match field(m, "weight_version") {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(v) => Err(format!("`weight_version` must be a string, got {v}")),
+    }
+}
+
 pub(super) async fn update_weights_from_disk(
     State(st): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
@@ -221,11 +232,9 @@ pub(super) async fn update_weights_from_disk(
     let Some(path) = field(&m, "model_path").and_then(Value::as_str) else {
         return fail("`model_path` (a string) is required".into());
     };
-    let version = match field(&m, "weight_version") {
-        None => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(v) => return fail(format!("`weight_version` must be a string, got {v}")),
+    let version = match version_field(&m) {
+        Ok(v) => v,
+        Err(e) => return fail(e),
     };
     let abort_all = match as_bool(&m, "abort_all_requests", false) {
         Ok(a) => a,
@@ -316,11 +325,9 @@ pub(super) async fn load_lora_adapter(
     let Some(path) = field(&m, "lora_path").and_then(Value::as_str).map(str::to_string) else {
         return lora_failure(&st, "`lora_path` (a string) is required");
     };
-    let version = match field(&m, "weight_version") {
-        None => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(v) => return lora_failure(&st, format!("`weight_version` must be a string, got {v}")),
+    let version = match version_field(&m) {
+        Ok(v) => v,
+        Err(e) => return lora_failure(&st, e),
     };
     let (tx, rx) = oneshot::channel();
     if let Err(r) = st.send(Cmd::LoadLora { name: name.clone(), path: path.clone(), version, reply: tx }) {
