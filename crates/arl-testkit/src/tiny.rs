@@ -2,7 +2,7 @@
 //! Qwen2-shaped checkpoint: token id = byte) and records over its vocabulary,
 //! shared by the trainer, critic and server tests.
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `testdata/tiny-model`.
 pub fn model() -> PathBuf {
@@ -29,4 +29,22 @@ pub fn record(i: usize, response: &str) -> (Value, usize) {
 /// Records as JSONL text.
 pub fn jsonl_text(recs: impl IntoIterator<Item = Value>) -> String {
     recs.into_iter().map(|r| r.to_string() + "\n").collect()
+}
+
+/// `n` records (`record(i, "answer {7·i}!")`) with advantage `adv(i)` on
+/// every response token, as JSONL text.
+pub fn advantaged_records(n: usize, adv: impl Fn(usize) -> f32) -> String {
+    jsonl_text((0..n).map(|i| {
+        let (mut r, len) = record(i, &format!("answer {}!", i * 7));
+        r["advantages"] = json!(vec![adv(i); len]);
+        r
+    }))
+}
+
+/// `arl-train` on one thread, quiet, run in `dir` with `args` and `input`
+/// on stdin.
+pub fn train(dir: &Path, args: &[&str], input: &str) -> crate::common::Run {
+    let mut a = vec!["--threads", "1", "-q"];
+    a.extend_from_slice(args);
+    crate::common::run_in(dir, "arl-train", &a, input.as_bytes())
 }

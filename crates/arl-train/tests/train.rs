@@ -7,24 +7,10 @@ use arl_testkit::{common, tiny};
 use common::{jsonl, run_in, tmpdir};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use tiny::{advantaged_records as records, train};
 
 fn tiny() -> PathBuf {
     tiny::model()
-}
-
-/// Records over the tiny model's character vocabulary: prompt + response.
-fn records(n: usize, adv: impl Fn(usize) -> f32) -> String {
-    tiny::jsonl_text((0..n).map(|i| {
-        let (mut r, len) = tiny::record(i, &format!("answer {}!", i * 7));
-        r["advantages"] = json!(vec![adv(i); len]);
-        r
-    }))
-}
-
-fn train(dir: &Path, args: &[&str], input: &str) -> common::Run {
-    let mut a = vec!["--threads", "1", "-q"];
-    a.extend_from_slice(args);
-    run_in(dir, "arl-train", &a, input.as_bytes())
 }
 
 fn metrics(dir: &Path, name: &str) -> Vec<Value> {

@@ -33,9 +33,7 @@ fn records(n: usize) -> String {
 }
 
 fn train(dir: &Path, args: &[&str], input: &str) -> common::Run {
-    let mut a = vec!["--threads", "1", "-q", "--collective-timeout", "60"];
-    a.extend_from_slice(args);
-    run_in(dir, "arl-train", &a, input.as_bytes())
+    tiny::train(dir, &[&["--collective-timeout", "60"], args].concat(), input)
 }
 
 fn weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
