@@ -127,15 +127,7 @@ impl Critic {
         } else {
             Model::load(dir, device, kind)?
         };
-        let hidden = model.config.hidden_size as i64;
-        let (w, b) = tch::no_grad(|| {
-            let root = model.vs.root();
-            let p = &root / HEAD;
-            (p.var("weight", &[1, hidden], Init::Const(0.0)), p.var("bias", &[1], Init::Const(0.0)))
-        });
-        if kind != Kind::Float {
-            model.vs.set_kind(kind);
-        }
+        let (w, b) = Critic::new_head(&mut model, kind);
         if critic {
             model.reload(dir).with_context(|| format!("loading the critic `{}`", dir.display()))?;
         } else {
