@@ -6,7 +6,8 @@
 #
 #   1. a model from scratch (arl-train make-tokenizer, arl-train init), or
 #      BASE_MODEL: a pretrained checkpoint, which is step 0 (no SFT)
-#   2. SFT on arl-tasks demonstrations (arl-train --loss sft)      → ckpt/step-0
+#   2. SFT on arl-tasks demonstrations (rendered once by arl-train render;
+#      arl-train --loss sft)                                        → ckpt/step-0
 #   3. arl-serve serving step-0; held-out evaluation (greedy, pass@k/mean@k)
 #   4. STEPS synchronous GRPO steps: arl-rollout | arl-reward → arl-filter |
 #      arl-advantage → arl-train → arl-sync (weight version = step), with an
@@ -71,12 +72,13 @@ trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
 # With SFT_CHECK_EVERY=K, SFT runs K optimizer steps at a time (arl-train
 # --max-steps, then --resume: one schedule over the whole input) and after
 # each stretch samples SFT_CHECK_N held-out prompts × SFT_CHECK_K from the
-# checkpoint: once the samples that call the tool answer right at least
+# checkpoint (the first check at step SFT_CHECK_FROM, if set): once the
+# samples that call the tool answer right at least
 # SFT_STOP_COPY of the time — the copying of the tool's result into the
 # answer, which RL builds on, has formed — SFT stops; SFT_N demonstrations
 # are the most it runs. Each check is a {"phase":"sft_check"} line.
 sft_until_copying() {
-  local k=0 prev="$RUN/ckpt/init" resume="" out n steps=0 c d
+  local k=0 prev="$RUN/ckpt/init" resume="" out n steps=0 c d every
   make_prompts "${SFT_CHECK_N:-32}" "$((SEED + 4000))" "$RUN/data/sft-check-prompts.jsonl"
   # RESUME=1: continue from the last stretch's checkpoint.
   for c in "$RUN"/ckpt/sft-*; do
@@ -94,8 +96,11 @@ sft_until_copying() {
   while :; do
     k=$((k + 1))
     out=$RUN/ckpt/sft-$k
-    arl arl-train --loss sft --model "$prev" $resume --save "$out" -i "$RUN/data/sft.jsonl" $SFT_ARGS --seed "$SEED" \
-        --max-steps "$SFT_CHECK_EVERY" --metrics "$RUN/logs/sft-metrics-$k.jsonl" 2>>"$RUN/logs/sft.log"
+    # No check before step SFT_CHECK_FROM: the stretches before it run as one.
+    every=$SFT_CHECK_EVERY
+    [ "$steps" -lt "${SFT_CHECK_FROM:-0}" ] && every=$((SFT_CHECK_FROM - steps))
+    arl arl-train --loss sft --model "$prev" $resume --save "$out" -i "$RUN/data/sft.parquet" $SFT_ARGS --seed "$SEED" \
+        --max-steps "$every" --metrics "$RUN/logs/sft-metrics-$k.jsonl" 2>>"$RUN/logs/sft.log"
     n=$(wc -l <"$RUN/logs/sft-metrics-$k.jsonl")
     cat "$RUN/logs/sft-metrics-$k.jsonl" >>"$RUN/logs/sft-metrics.jsonl"
     rm -f "$RUN/logs/sft-metrics-$k.jsonl"
@@ -137,13 +142,17 @@ if [ -z "${BASE_MODEL:-}" ] && [ ! -d "$RUN/ckpt/step-0" ]; then
     mv "$RUN/data/sft.jsonl.tmp" "$RUN/data/sft.jsonl"
     log "SFT warm-up: the first $SFT_WARMUP_N demonstrations with ${SFT_WARMUP_TASK_ARGS:-no extra flags}"
   fi
+  # Rendered with the chat template and tokenized once (arl-train render):
+  # each SFT stretch below reads tokens instead of rendering every
+  # demonstration again.
+  arl arl-train render -q --model "$RUN/ckpt/init" -i "$RUN/data/sft.jsonl" -o "$RUN/data/sft.parquet"
   t=$(now)
   if [ "${SFT_CHECK_EVERY:-0}" -gt 0 ]; then
     log "SFT: at most $SFT_N demonstrations ($SFT_TASK_ARGS), until the tool-calling samples are right ≥ ${SFT_STOP_COPY:-0.5} of the time → ckpt/step-0"
     sft_until_copying
   else
     log "SFT: $SFT_N demonstrations ($SFT_TASK_ARGS) → ckpt/step-0"
-    arl arl-train --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.jsonl" \
+    arl arl-train --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.parquet" \
         $SFT_ARGS --seed "$SEED" --metrics "$RUN/logs/sft-metrics.jsonl" 2>"$RUN/logs/sft.log"
   fi
   jq -c --arg s "$(elapsed "$t")" -s '{phase: "sft", steps: length, loss_first: .[0].loss, loss_last: .[-1].loss, seconds: ($s|tonumber)}' \

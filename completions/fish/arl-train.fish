@@ -107,6 +107,7 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "logprobs" -d 'W
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "merge" -d 'Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads'
+complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "render" -d 'Render SFT demonstrations (`messages`) into `tokens`, `prompt_len` and `loss_mask` once'
 complete -c arl-train -n "__fish_arl_train_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l config -d 'Model config (HF `config.json` keys: model_type, vocab_size, hidden_size, …)' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand init" -l tokenizer -d 'Directory whose tokenizer files are copied into the model' -r -F
@@ -153,10 +154,22 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -l base -d 'T
 complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -l out -l save -d 'The merged model directory to write (replaced atomically)' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -l dtype -d 'Tensor dtype of the written weights: `auto` is the base\'s `torch_dtype`' -r
 complete -c arl-train -n "__fish_arl_train_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "merge" -d 'Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads'
-complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -l model -d 'The model (or tokenizer) directory whose tokenizer and chat template render' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -l threads -d 'Threads that render (0: all cores)' -r
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
+skip\t'Keep going; put every bad record in the `--rejects` file'"
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -l rejects -d 'File that receives every bad record (the original line verbatim for JSONL, the row as JSON for Parquet) when `--on-error skip`' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
+parquet\t''"
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -s q -l quiet -d 'No progress bar and no summary on stderr'
+complete -c arl-train -n "__fish_arl_train_using_subcommand render" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "init" -d 'Write a randomly initialised model (config + safetensors + tokenizer)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "make-tokenizer" -d 'Write arl\'s character-level test tokenizer (tokenizer.json, tokenizer_config.json)'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "logprobs" -d 'Write `ref_log_probs` (each response token\'s log-prob under `--model`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "values" -d 'Write `values` (PPO\'s critic: each response token\'s value under `--critic`) into records'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "convert" -d 'Convert a GGUF model (llama.cpp\'s format) into a Hugging Face model directory'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "merge" -d 'Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "render" -d 'Render SFT demonstrations (`messages`) into `tokens`, `prompt_len` and `loss_mask` once'
+complete -c arl-train -n "__fish_arl_train_using_subcommand help; and not __fish_seen_subcommand_from init make-tokenizer logprobs values convert merge render help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -198,6 +198,18 @@ pub struct InitConfig {
     pub dtype: Kind,
 }
 
+/// `arl-train render`: `messages` rendered into `tokens`, `prompt_len` and
+/// `loss_mask` with a model's tokenizer and chat template.
+#[derive(Debug, Clone)]
+pub struct RenderConfig {
+    /// The model (or tokenizer) directory: `tokenizer.json`, `tokenizer_config.json`.
+    pub model: PathBuf,
+    /// Threads that render (0: all cores).
+    pub threads: usize,
+    pub input: InputSpec,
+    pub output: OutputSpec,
+}
+
 /// `arl-train merge`: an adapter folded into its base model.
 #[derive(Debug, Clone)]
 pub struct MergeConfig {

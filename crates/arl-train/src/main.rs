@@ -9,8 +9,8 @@ use arl_core::cli;
 use arl_core::cli::usage;
 use arl_model::device::DeviceSpec;
 use arl_train::config::{
-    CriticConfig, InitConfig, KlType, LossAgg, LossKind, MergeConfig, PolicyLoss, Precision, Schedule, ScoreConfig,
-    TrainConfig,
+    CriticConfig, InitConfig, KlType, LossAgg, LossKind, MergeConfig, PolicyLoss, Precision, RenderConfig, Schedule,
+    ScoreConfig, TrainConfig,
 };
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use std::path::PathBuf;
@@ -55,6 +55,36 @@ pub enum Command {
     /// Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads
     #[command(long_about = MERGE_HELP)]
     Merge(MergeArgs),
+    /// Render SFT demonstrations (`messages`) into `tokens`, `prompt_len` and `loss_mask` once
+    #[command(long_about = RENDER_HELP)]
+    Render(RenderArgs),
+}
+
+const RENDER_HELP: &str = "Render SFT demonstrations (`messages`) into `tokens`, `prompt_len` and `loss_mask` once.
+
+Each record's `messages` (with `metadata.tools`) goes through the model's chat template and \
+tokenizer exactly as `arl-train --loss sft` renders them: `tokens` are the whole conversation, \
+`prompt_len` the tokens before the first assistant token, `loss_mask` 1 on the assistant turns' \
+tokens after it. The other fields are kept. Training on the output gives the same steps as on \
+the input, without rendering again: an SFT run resumed stretch by stretch (scripts/run.sh's \
+checks), or several runs over one data set, render once. Records that already have `tokens` pass \
+through unchanged; a record with neither, or whose messages cannot be rendered, is rejected \
+(`--on-error`). Threads: `--threads` (0: all cores); the output keeps the input's order.
+
+Example: `arl-train render --model ckpt/init -i sft.jsonl -o sft.parquet`";
+
+#[derive(Debug, Clone, ClapArgs)]
+pub struct RenderArgs {
+    /// The model (or tokenizer) directory whose tokenizer and chat template render
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// Threads that render (0: all cores)
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub threads: usize,
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 const MERGE_HELP: &str = "Fold a LoRA adapter into its base model: an ordinary checkpoint any server loads.
@@ -494,6 +524,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(Command::Logprobs(a)) => arl_train::score::logprobs(&a.config()?),
         Some(Command::Values(a)) => arl_train::critic::values(&a.config()?),
         Some(Command::Merge(a)) => arl_train::run::merge(&a.config()?),
+        Some(Command::Render(a)) => arl_train::chat_render::render(&RenderConfig {
+            model: a.model,
+            threads: a.threads,
+            input: a.input.spec()?,
+            output: a.output.spec(),
+        }),
         Some(Command::Convert(a)) => {
             let s = arl_gguf::convert(&a.gguf, &a.out)?;
             let types: Vec<String> = s.source_types.iter().map(|(t, n)| format!("{t} {n}")).collect();

@@ -80,19 +80,13 @@ fn load_samples(
 }
 
 fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, Result<ChatTemplate, String>)>) -> Result<Sample, String> {
-    let (tok, renderer) = tok.ok_or("field `messages`: the model has no tokenizer to render them")?;
-    let renderer = renderer.as_ref().map_err(|e| format!("field `messages`: {e}"))?;
-    let msgs =
-        r.messages.as_ref().and_then(Value::as_array).ok_or("field `messages`: expected a list of chat messages")?;
-    let tools = r.metadata.as_ref().and_then(|m| m.get("tools")).and_then(Value::as_array).map(Vec::as_slice);
-    let rd =
-        super::chat_render::tokenize(renderer, tok, msgs, tools).map_err(|e| format!("field `messages`: {e:#}"))?;
-    let first = rd.trained.iter().position(|&x| x).ok_or("field `messages`: no assistant tokens")?.max(1);
+    let t = super::chat_render::render_record(r, tok)?;
+    let n = t.tokens.len() - t.prompt_len;
     Ok(Sample {
-        tokens: rd.ids.iter().map(|&t| i64::from(t)).collect(),
-        prompt_len: first,
-        loss_mask: rd.trained[first..].iter().map(|&x| if x { 1.0 } else { 0.0 }).collect(),
-        advantages: vec![0.0; rd.ids.len() - first],
+        tokens: t.tokens.iter().map(|&x| i64::from(x)).collect(),
+        prompt_len: t.prompt_len,
+        loss_mask: t.loss_mask.iter().map(|&x| f32::from(x)).collect(),
+        advantages: vec![0.0; n],
         rollout_log_probs: None,
         ref_log_probs: None,
         old_log_probs: None,
@@ -135,21 +129,6 @@ fn placement(args: &TrainConfig, world: usize) -> Result<(Device, Kind)> {
         _ => Kind::Float,
     };
     Ok((device, kind))
-}
-
-/// The model's tokenizer and chat template (or why it has none: said for
-/// each record with `messages`), to render `messages` for SFT.
-fn tokenizer_of(model_dir: &std::path::Path) -> Result<Option<(Tokenizer, Result<ChatTemplate, String>)>> {
-    if !model_dir.join("tokenizer.json").exists() {
-        // An adapter without tokenizer files (as PEFT may save one): its base's.
-        if arl_model::lora::is_adapter(model_dir) {
-            return tokenizer_of(&arl_model::lora::base_of(model_dir)?);
-        }
-        return Ok(None);
-    }
-    let t = Tokenizer::load(model_dir)?;
-    let template = ChatTemplate::from_tokenizer(&t).map_err(|e| format!("{e:#}"));
-    Ok(Some((t, template)))
 }
 
 /// Fills in the reference log-probs (`--kl-loss-coef` over records without
@@ -325,7 +304,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     }
     let (device, kind) = placement(args, world)?;
     tch::manual_seed(args.seed as i64);
-    let tok = tokenizer_of(&args.model)?;
+    let tok = super::chat_render::tokenizer_of(&args.model)?;
     // Under a launcher only rank 0 has stdin: it shares what it read.
     let (input, _input_copy) = arl_dist::shared_input(comm, &args.input)?;
     let (loaded, inp) = load_samples(args, &input, tok.as_ref())?;

@@ -139,6 +139,69 @@ fn sft_messages_render_on_every_thread_in_input_order() {
     assert_eq!(rej_one, rej_two);
 }
 
+/// `arl-train render` writes what SFT would render: training on its output
+/// (Parquet, as scripts/run.sh does) takes bit for bit the steps training on
+/// the `messages` takes. The rendered records keep their other fields; a
+/// record with `tokens` passes through unchanged; one that cannot be
+/// rendered is rejected with the field named.
+#[test]
+fn rendered_demonstrations_train_as_their_messages() {
+    let t = tmpdir();
+    let m = tiny();
+    let mut recs: Vec<Value> = (0..40)
+        .map(|i| {
+            let mut msgs = vec![json!({"role": "user", "content": format!("{i}*3?")})];
+            if i != 5 {
+                msgs.push(json!({"role": "assistant", "content": format!("{}", 3 * i)}));
+            }
+            json!({"prompt_id": format!("d{i}"), "messages": msgs})
+        })
+        .collect();
+    let (tok_rec, _) = tiny::record(99, "a token record");
+    recs.insert(17, tok_rec.clone());
+    let input = tiny::jsonl_text(recs);
+    std::fs::write(t.path().join("in.jsonl"), &input).unwrap();
+    let mm = m.to_str().unwrap();
+    for out in ["r.jsonl", "r.parquet"] {
+        #[rustfmt::skip]
+        let r = run_in(t.path(), "arl-train", &["render", "-q", "--model", mm, "-i", "in.jsonl", "-o", out,
+                                                "--on-error", "skip", "--rejects", "rej.jsonl"], b"");
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let rej = std::fs::read_to_string(t.path().join("rej.jsonl")).unwrap();
+    assert!(rej.lines().count() == 1 && rej.contains("5*3?"), "{rej}");
+    let r = run_in(t.path(), "arl-train", &["render", "-q", "--model", mm, "-i", "in.jsonl", "-o", "x.jsonl"], b"");
+    assert_eq!(r.code, 65);
+    assert!(r.stderr.contains("in.jsonl:6") && r.stderr.contains("field `messages`: no assistant"), "{}", r.stderr);
+    assert!(!t.path().join("x.jsonl").exists(), "no output from a failed run");
+    let rendered = jsonl(&std::fs::read(t.path().join("r.jsonl")).unwrap());
+    assert_eq!(rendered.len(), 40);
+    assert_eq!(rendered[16], tok_rec, "a record with tokens passes through unchanged");
+    let r0 = &rendered[0];
+    assert_eq!(r0["prompt_id"], "d0");
+    assert!(r0["messages"].is_array(), "{r0}");
+    let (tokens, plen) = (r0["tokens"].as_array().unwrap(), r0["prompt_len"].as_u64().unwrap() as usize);
+    assert_eq!(r0["loss_mask"].as_array().unwrap().len(), tokens.len() - plen);
+    // The character-level tokenizer: the assistant's answer "0" is trained.
+    let trained: String = tokens[plen..]
+        .iter()
+        .zip(r0["loss_mask"].as_array().unwrap())
+        .filter(|(_, m)| m.as_u64() == Some(1))
+        .map(|(t, _)| char::from(t.as_u64().unwrap() as u8))
+        .collect();
+    assert!(trained.starts_with('0'), "trained tokens {trained:?}");
+    let sft = |input: &str, save: &str| {
+        #[rustfmt::skip]
+        let r = train(t.path(), &["--model", mm, "--loss", "sft", "--max-steps", "3", "--global-batch-size", "8",
+                                  "-i", input, "--save", save, "--on-error", "skip", "--rejects", "rej2.jsonl"], "");
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        std::fs::read(t.path().join(save).join("model.safetensors")).unwrap()
+    };
+    let from_messages = sft("in.jsonl", "a");
+    assert_eq!(from_messages, sft("r.parquet", "b"), "the same steps from the rendered records");
+    assert_ne!(from_messages, std::fs::read(m.join("model.safetensors")).unwrap());
+}
+
 /// `--precision amp` (bf16 autocast; here on the CPU): the first step's loss
 /// (before any update) is the fp32 one up to bf16 rounding — close, but not
 /// bit-equal, which shows the matmuls did run in bf16 — the loss still falls,
