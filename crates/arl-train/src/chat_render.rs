@@ -94,8 +94,12 @@ pub fn render_record(
 /// all cores), a reader batch at a time, in input order.
 pub fn render(cfg: &RenderConfig) -> Result<ExitCode> {
     let tok = tokenizer_of(&cfg.model)?;
-    if tok.is_none() {
-        return Err(cli::usage(format!("`--model {}` has no tokenizer.json to render with", cfg.model.display())));
+    match &tok {
+        None => {
+            return Err(cli::usage(format!("`--model {}` has no tokenizer.json to render with", cfg.model.display())))
+        }
+        Some((_, Err(why))) => return Err(cli::usage(format!("`--model {}`: {why}", cfg.model.display()))),
+        Some(_) => {}
     }
     let threads = match cfg.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
