@@ -456,20 +456,24 @@ impl Input {
     }
 }
 
-/// The common form of a per-record tool: read, map each record, write.
-/// `f` returns `Ok(Some(r))` to write, `Ok(None)` to drop, `Err` to reject.
-pub fn map_records(
+/// The common form of a per-record tool: read, map, write, a reader batch
+/// at a time (so the work can be done on several threads, or as one tensor
+/// batch). `f` returns one verdict per record of the batch, in its order:
+/// `Ok(true)` write, `Ok(false)` drop, `Err` reject.
+pub fn map_record_batches(
     tool: &str,
     input: &InputSpec,
     output: &OutputSpec,
-    mut f: impl FnMut(&Pos, &mut Record) -> std::result::Result<bool, String>,
+    mut f: impl FnMut(&mut [(Pos, Record)]) -> Vec<std::result::Result<bool, String>>,
 ) -> Result<ExitCode> {
     let mut inp = Input::open(input)?;
     let mut out = output.open()?;
     let pb = progress(input.quiet, None, "records");
-    while let Some(batch) = inp.next_batch()? {
-        for (pos, mut r) in batch {
-            match f(&pos, &mut r) {
+    while let Some(mut batch) = inp.next_batch()? {
+        let verdicts = f(&mut batch);
+        assert_eq!(verdicts.len(), batch.len(), "map_record_batches: one verdict per record");
+        for ((pos, r), verdict) in batch.into_iter().zip(verdicts) {
+            match verdict {
                 Ok(true) => out.write_owned(r)?,
                 Ok(false) => {}
                 Err(why) => inp.reject(&pos, &r, why)?,

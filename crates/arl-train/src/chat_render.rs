@@ -6,7 +6,7 @@ use crate::config::{RenderConfig, TOOL};
 use anyhow::{anyhow, bail, Context, Result};
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
-use arl_core::cli::{self, Input};
+use arl_core::cli;
 use arl_core::record::Record;
 use rayon::prelude::*;
 use serde_json::Value;
@@ -52,21 +52,15 @@ pub fn tokenizer_of(model_dir: &Path) -> Result<Option<(Tokenizer, Result<ChatTe
     Ok(Some((t, template)))
 }
 
-/// A demonstration as training reads it: `tokens`, `prompt_len` (the tokens
+/// Renders a record's `messages` (with `metadata.tools`, if any) into a
+/// record of the fields training reads: `tokens`, `prompt_len` (the tokens
 /// before the first trained one, at least 1: the first token has no
-/// prediction) and `loss_mask` over the rest (1 on assistant tokens).
-pub struct TokenRecord {
-    pub tokens: Vec<u32>,
-    pub prompt_len: usize,
-    pub loss_mask: Vec<u8>,
-}
-
-/// Renders a record's `messages` (with `metadata.tools`, if any) into the
-/// fields training reads; the error names the field.
+/// prediction) and `loss_mask` over the rest (1 on assistant tokens). The
+/// error names the field.
 pub fn render_record(
     r: &Record,
     tok: Option<&(Tokenizer, Result<ChatTemplate, String>)>,
-) -> std::result::Result<TokenRecord, String> {
+) -> std::result::Result<Record, String> {
     let (tok, renderer) = tok.ok_or("field `messages`: the model has no tokenizer to render them")?;
     let renderer = renderer.as_ref().map_err(|e| format!("field `messages`: {e}"))?;
     let msgs = r
@@ -78,10 +72,12 @@ pub fn render_record(
     let tools = r.metadata.as_ref().and_then(|m| m.get("tools")).and_then(Value::as_array).map(Vec::as_slice);
     let rd = tokenize(renderer, tok, msgs, tools).map_err(|e| format!("field `messages`: {e:#}"))?;
     let first = rd.trained.iter().position(|&x| x).ok_or("field `messages`: no assistant tokens")?.max(1);
-    Ok(TokenRecord {
-        loss_mask: rd.trained[first..].iter().map(|&x| u8::from(x)).collect(),
-        tokens: rd.ids,
-        prompt_len: first,
+    let prompt_len = u32::try_from(first).map_err(|_| format!("field `messages`: {first} prompt tokens"))?;
+    Ok(Record {
+        loss_mask: Some(rd.trained[first..].iter().map(|&x| u8::from(x)).collect()),
+        tokens: Some(rd.ids),
+        prompt_len: Some(prompt_len),
+        ..Record::default()
     })
 }
 
@@ -101,39 +97,15 @@ pub fn render(cfg: &RenderConfig) -> Result<ExitCode> {
         Some((_, Err(why))) => return Err(cli::usage(format!("`--model {}`: {why}", cfg.model.display()))),
         Some(_) => {}
     }
-    let threads = match cfg.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().context("starting threads")?;
-    let mut inp = Input::open(&cfg.input)?;
-    let mut out = cfg.output.open()?;
-    let pb = cli::progress(cfg.input.quiet, None, "records");
-    while let Some(batch) = inp.next_batch()? {
-        let rendered: Vec<Option<std::result::Result<TokenRecord, String>>> = pool.install(|| {
-            batch.par_iter().map(|(_, r)| r.tokens.is_none().then(|| render_record(r, tok.as_ref()))).collect()
-        });
-        for ((pos, mut r), res) in batch.into_iter().zip(rendered) {
-            match res {
-                None => {}
-                Some(Ok(t)) => {
-                    r.prompt_len = Some(u32::try_from(t.prompt_len).context("prompt_len")?);
-                    r.loss_mask = Some(t.loss_mask);
-                    r.tokens = Some(t.tokens);
-                }
-                Some(Err(why)) => {
-                    inp.reject(&pos, &r, why)?;
-                    continue;
-                }
-            }
-            out.write_owned(r)?;
-            pb.inc(1);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(cfg.threads).build().context("starting threads")?;
+    let render_into = |r: &mut Record| {
+        if r.tokens.is_none() {
+            let t = render_record(r, tok.as_ref())?;
+            (r.tokens, r.prompt_len, r.loss_mask) = (t.tokens, t.prompt_len, t.loss_mask);
         }
-        out.flush()?;
-    }
-    pb.finish_and_clear();
-    let written = out.count();
-    out.finish().context("writing output")?;
-    inp.finish(TOOL, written)?;
-    Ok(ExitCode::SUCCESS)
+        Ok(true)
+    };
+    cli::map_record_batches(TOOL, &cfg.input, &cfg.output, |batch| {
+        pool.install(|| batch.par_iter_mut().map(|(_, r)| render_into(r)).collect())
+    })
 }

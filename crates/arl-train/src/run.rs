@@ -48,7 +48,7 @@ fn load_samples(
     let need = if args.loss == LossKind::Sft { Need::Sft } else { Need::Rl };
     let convert = |r: &Record| {
         let res = if r.tokens.is_none() && r.messages.is_some() && need == Need::Sft {
-            sample_of_messages(r, tok)
+            super::chat_render::render_record(r, tok).and_then(|t| sample_of(&t, need))
         } else {
             sample_of(r, need)
         };
@@ -77,22 +77,6 @@ fn load_samples(
         }
     }
     Ok((Loaded { samples, records }, inp))
-}
-
-fn sample_of_messages(r: &Record, tok: Option<&(Tokenizer, Result<ChatTemplate, String>)>) -> Result<Sample, String> {
-    let t = super::chat_render::render_record(r, tok)?;
-    let n = t.tokens.len() - t.prompt_len;
-    Ok(Sample {
-        tokens: t.tokens.iter().map(|&x| i64::from(x)).collect(),
-        prompt_len: t.prompt_len,
-        loss_mask: t.loss_mask.iter().map(|&x| f32::from(x)).collect(),
-        advantages: vec![0.0; n],
-        rollout_log_probs: None,
-        ref_log_probs: None,
-        old_log_probs: None,
-        values: None,
-        returns: None,
-    })
 }
 
 /// `arl-train`'s training run, as one process or as one rank of a

@@ -4,8 +4,8 @@
 use super::batch::{score, ScoreOptions};
 use super::{sample_of, set_threads, Need, Sample};
 use crate::config::{ScoreConfig, TOOL};
-use anyhow::{Context, Result};
-use arl_core::cli::{self, Input, InputSpec, OutputSpec};
+use anyhow::Result;
+use arl_core::cli::{self, InputSpec, OutputSpec};
 use std::process::ExitCode;
 use tch::Kind;
 
@@ -33,32 +33,19 @@ pub(crate) fn annotate(
     mut compute: impl FnMut(&[&Sample]) -> Vec<Vec<f32>>,
     put: impl Fn(&mut arl_core::record::Record, Vec<f32>),
 ) -> Result<ExitCode> {
-    let mut inp = Input::open(input)?;
-    let mut out = output.open()?;
-    let pb = cli::progress(input.quiet, None, "records");
-    while let Some(batch) = inp.next_batch()? {
-        let mut keep = vec![];
-        let mut samples = vec![];
-        for (pos, r) in batch {
-            match sample_of(&r, Need::Score) {
-                Ok(s) => {
-                    samples.push(s);
-                    keep.push(r);
-                }
-                Err(why) => inp.reject(&pos, &r, why)?,
-            }
-        }
-        let refs: Vec<&Sample> = samples.iter().collect();
-        for (mut r, x) in keep.into_iter().zip(compute(&refs)) {
-            put(&mut r, x);
-            out.write_owned(r)?;
-            pb.inc(1);
-        }
-        out.flush()?;
-    }
-    pb.finish_and_clear();
-    let written = out.count();
-    out.finish().context("writing output")?;
-    inp.finish(TOOL, written)?;
-    Ok(ExitCode::SUCCESS)
+    cli::map_record_batches(TOOL, input, output, |batch| {
+        let samples: Vec<Result<Sample, String>> = batch.iter().map(|(_, r)| sample_of(r, Need::Score)).collect();
+        let refs: Vec<&Sample> = samples.iter().filter_map(|s| s.as_ref().ok()).collect();
+        let mut computed = compute(&refs).into_iter();
+        batch
+            .iter_mut()
+            .zip(samples)
+            .map(|((_, r), s)| {
+                s.map(|_| {
+                    put(r, computed.next().expect("one result per scored record"));
+                    true
+                })
+            })
+            .collect()
+    })
 }
