@@ -5,7 +5,7 @@
 # best one during RL, mean@k after SFT (whether the copying of the tool's
 # result that RL builds on formed), and the time after the build.
 #
-#   scripts/bench/demo-seeds.sh                 seeds 1..5 (~15 min each here)
+#   scripts/bench/demo-seeds.sh                 seeds 1..5 (~10-14 min each here)
 #   SEEDS="2 3" scripts/bench/demo-seeds.sh      a few
 #   SEEDS=2 STEPS=8 scripts/bench/demo-seeds.sh  shorter runs (any variable of
 #                                                demo.env can be overridden)
