@@ -8,9 +8,10 @@
 # its own script (advantage.sh).
 #
 #   filter   arl-filter --drop-zero-std  vs py/filter_pyarrow.py (read, bincount
-#            group std, Table.filter, write zstd)
+#            group std, Table.filter, write zstd); both outputs compared
 #   reward   arl-reward --rm math: read, score and write seconds (--timings);
-#            the time outside grading against the grading time
+#            the time outside grading against the grading time, and against
+#            copying the input file and syncing the copy (the I/O floor)
 #   stats    arl-inspect stats  vs py/stats_pyarrow.py (pyarrow reading the
 #            same columns); wall seconds and peak RSS of both
 #
@@ -46,11 +47,25 @@ run filter_arl $B/arl-filter -q --drop-zero-std -i "$W/in.parquet" -o "$W/f.parq
 run filter_rec env ARL_NO_PASS_THROUGH=1 $B/arl-filter -q --drop-zero-std -i "$W/in.parquet" -o "$W/f2.parquet"
 run filter_py "$PY" scripts/bench/py/filter_pyarrow.py "$W/in.parquet" "$W/f3.parquet"
 KEPT=$(awk '/^kept/{print $2}' "$W/err")
+# The same rows and values as pyarrow's (arl's copies most pages of the
+# per-token columns as they are and encodes only those that lost a row).
+"$PY" - "$W/f.parquet" "$W/f3.parquet" <<'PY'
+import sys, pyarrow.parquet as pq
+a, b = pq.read_table(sys.argv[1]), pq.read_table(sys.argv[2])
+bad = [n for n in b.column_names if not a.column(n).equals(b.column(n))]
+if a.num_rows != b.num_rows or bad:
+    sys.exit(f"arl-filter's output differs from pyarrow's: {a.num_rows} vs {b.num_rows} rows, columns {bad}")
+PY
+rm -f "$W/f2.parquet" "$W/f3.parquet"
 echo "reward ..." >&2
 run reward_arl $B/arl-reward -q --timings --rm math -i "$W/in.parquet" -o "$W/r.parquet"
 SPLIT_PT=$(sed 's/^arl-reward: timings: //' "$W/err")
 run reward_rec env ARL_NO_PASS_THROUGH=1 $B/arl-reward -q --timings --rm math -i "$W/in.parquet" -o "$W/r2.parquet"
 SPLIT_REC=$(sed 's/^arl-reward: timings: //' "$W/err")
+# The floor of any tool that writes a file of this size: copying the input
+# and syncing it to disk (arl-reward's output is the input plus two columns).
+run copy sh -c 'cp "$1" "$2" && sync "$2"' sh "$W/in.parquet" "$W/copy.parquet"
+rm -f "$W/copy.parquet" "$W/r2.parquet"
 echo "stats ..." >&2
 run stats_arl $B/arl-inspect stats -i "$W/in.parquet"
 run stats_py "$PY" scripts/bench/py/stats_pyarrow.py "$W/in.parquet"
@@ -64,6 +79,7 @@ row filter "arl, record path" filter_rec filter_arl
 row filter "pyarrow + numpy" filter_py filter_arl
 row reward "arl-reward --rm math" reward_arl reward_arl
 row reward "arl, record path" reward_rec reward_arl
+row reward "cp + sync of the input (floor)" copy reward_arl
 row stats "arl-inspect stats" stats_arl stats_arl
 row stats "pyarrow, same columns" stats_py stats_arl
 echo
@@ -74,3 +90,5 @@ score=$(echo "$SPLIT_PT" | sed -E 's/.*score ([0-9.]+) s.*/\1/')
 rd=$(echo "$SPLIT_PT" | sed -E 's/read ([0-9.]+) s.*/\1/')
 wr=$(echo "$SPLIT_PT" | sed -E 's/.*write ([0-9.]+) s.*/\1/')
 printf 'arl-reward: time outside grading / grading time = %.2f\n' "$(echo "($rd + $wr) / $score" | bc -l)"
+printf 'arl-reward: time outside grading / copying the input and syncing it (%.2f s) = %.2f\n' \
+  "${S[copy]}" "$(echo "($rd + $wr) / ${S[copy]}" | bc -l)"

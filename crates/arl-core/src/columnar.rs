@@ -12,8 +12,12 @@
 //!   records; every other column comes from the input: where an output row
 //!   group is exactly an input row group (same rows, same order), its encoded
 //!   column chunks are copied byte for byte (no decoding, no encoding);
-//!   otherwise (rows dropped, reordered) the input row groups involved are
-//!   decoded and the rows `interleave`d as Arrow arrays, then encoded.
+//!   where an output row group is an input row group with rows dropped (a
+//!   filter's), the per-token columns are [spliced](splice): the pages that
+//!   hold no dropped row are copied as they are, only the others decoded and
+//!   encoded again; otherwise (rows reordered, drawn from several row groups)
+//!   the input row groups involved are decoded and the rows `interleave`d as
+//!   Arrow arrays, then encoded.
 //!
 //! A column chunk copied without decoding is not checked: Parquet pages
 //! written by arl (and by most writers) carry no checksum, so a corrupt chunk
@@ -42,8 +46,17 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+mod splice;
+pub use splice::{PAGES_COPIED, PAGES_ENCODED};
+
 /// Rows per Parquet row group written (and per Arrow batch written).
 pub const PARQUET_ROW_GROUP: usize = 4096;
+
+/// The data page size of the per-token list columns arl writes: small
+/// enough that a filter's dropped rows leave most pages of a row group
+/// untouched (they are copied, not encoded again), large enough that zstd
+/// compresses as well as with the default 1 MiB pages.
+pub const LIST_PAGE_BYTES: usize = 256 << 10;
 
 /// Rows per Arrow batch when decoding.
 const BATCH_ROWS: usize = 1024;
@@ -172,7 +185,13 @@ impl ParquetSource {
 
     fn new(name: &str, chunks: Chunks) -> Result<ParquetSource> {
         let meta = guard(name, || {
-            ArrowReaderMetadata::load(&chunks, ArrowReaderOptions::new())
+            // The offset index (where each page starts, and its first row), where the
+            // file has one: pages that keep all their rows are copied by it. A
+            // corrupt one is left out (the data is read as without one).
+            let opts =
+                ArrowReaderOptions::new().with_offset_index_policy(parquet::file::metadata::PageIndexPolicy::Optional);
+            ArrowReaderMetadata::load(&chunks, opts)
+                .or_else(|_| ArrowReaderMetadata::load(&chunks, ArrowReaderOptions::new()))
                 .with_context(|| DataError(format!("`{name}`: not a readable Parquet file")))
         })?;
         let mut row_groups = Vec::new();
@@ -303,7 +322,8 @@ impl ParquetSource {
 
     /// The encoded column chunk `col` of row group `rg`, as the writer takes it.
     fn chunk(&self, rg: usize, col: usize) -> ColumnCloseResult {
-        let r = self.meta.metadata().row_group(rg);
+        let md = self.meta.metadata();
+        let r = md.row_group(rg);
         let c = r.column(col).clone();
         ColumnCloseResult {
             bytes_written: c.compressed_size() as u64,
@@ -311,7 +331,8 @@ impl ParquetSource {
             metadata: c,
             bloom_filter: None,
             column_index: None,
-            offset_index: None,
+            // Kept (its offsets moved to the output's): the next tool can splice by it too.
+            offset_index: md.page_index().and_then(|p| p.offset_index(rg, col)).cloned(),
         }
     }
 }
@@ -371,14 +392,24 @@ pub(crate) fn encode_columns(
     batch: &RecordBatch,
     which: &[usize],
 ) -> Result<Vec<(usize, ArrowColumnChunk)>> {
+    encode_arrays(factory, rg, which.iter().map(|&i| (i, batch.column(i).clone())).collect())
+}
+
+/// Encodes `cols` (index in arl's schema, array), in parallel, as column
+/// chunks of row group `rg`.
+fn encode_arrays(
+    factory: &ArrowRowGroupWriterFactory,
+    rg: usize,
+    cols: Vec<(usize, ArrayRef)>,
+) -> Result<Vec<(usize, ArrowColumnChunk)>> {
     let mut writers: Vec<_> = factory.create_column_writers(rg)?.into_iter().map(Some).collect();
     // Every field of arl's schema is one Parquet leaf (lists of primitives).
-    debug_assert_eq!(writers.len(), batch.num_columns());
-    let mut jobs = Vec::with_capacity(which.len());
-    for &i in which {
-        let field = batch.schema().field(i).clone();
-        let leaves = compute_leaves(&field, batch.column(i))?;
-        let w = writers[i].take().context("one writer per column")?;
+    let fields = schema::schema();
+    debug_assert_eq!(writers.len(), fields.fields().len());
+    let mut jobs = Vec::with_capacity(cols.len());
+    for (i, a) in cols {
+        let leaves = compute_leaves(fields.field(i), &a)?;
+        let w = writers.get_mut(i).and_then(Option::take).context("one writer per column")?;
         jobs.push((i, w, leaves));
     }
     jobs.into_par_iter()
@@ -460,12 +491,21 @@ impl PassThrough {
                     }
                 }
             }
-            // Rows: up to the next row that starts a row group (which may be copied whole).
+            // Rows: up to the next row that starts a row group (which may be
+            // copied whole), or, while the rows are in order, to the next
+            // input row group (a filter's rows of one row group are spliced).
+            let g0 = self.src.row_group_of(row);
+            let mut in_order = true;
             let mut k = 1;
             while k < self.pending.len()
                 && k < PARQUET_ROW_GROUP
                 && !self.pending[k].source_row.is_some_and(|r| is_start(&self.src, r))
             {
+                let (prev, next) = (self.pending[k - 1].source_row, self.pending[k].source_row);
+                in_order &= next > prev;
+                if in_order && next.and_then(|r| self.src.row_group_of(r)) != g0 {
+                    break;
+                }
                 k += 1;
             }
             if k == self.pending.len() && k < PARQUET_ROW_GROUP && !last {
@@ -493,18 +533,21 @@ impl PassThrough {
         }
         let outs = std::mem::take(&mut self.queue);
         let first = *next_rg;
-        let encoded: Vec<(Option<usize>, Vec<(usize, ArrowColumnChunk)>)> = outs
+        let encoded: Vec<(Option<usize>, Vec<(usize, Chunk)>)> = outs
             .into_par_iter()
             .enumerate()
             .map(|(k, o)| match o {
                 Out::Copy(g, recs) => {
                     let batch = schema::to_batch(&recs);
-                    Ok((Some(g), encode_columns(factory, first + k, &batch, &self.writes)?))
+                    Ok((Some(g), encoded(encode_columns(factory, first + k, &batch, &self.writes)?)))
                 }
                 Out::Rows(recs) => {
+                    if let Some(g) = self.one_group_in_order(&recs) {
+                        return Ok((None, self.spliced(factory, first + k, g, &recs)?));
+                    }
                     let batch = self.rows_batch(&recs)?;
                     let all: Vec<usize> = (0..batch.num_columns()).collect();
-                    Ok((None, encode_columns(factory, first + k, &batch, &all)?))
+                    Ok((None, encoded(encode_columns(factory, first + k, &batch, &all)?)))
                 }
             })
             .collect::<Result<_>>()?;
@@ -514,10 +557,10 @@ impl PassThrough {
             let mut w = file.next_row_group()?;
             for col in 0..columns {
                 match (new.peek(), copy) {
-                    (Some((i, _)), _) if *i == col => {
-                        let (_, c) = new.next().expect("peeked");
-                        c.append_to_row_group(&mut w)?;
-                    }
+                    (Some((i, _)), _) if *i == col => match new.next().expect("peeked").1 {
+                        Chunk::Encoded(c) => c.append_to_row_group(&mut w)?,
+                        Chunk::Spliced(s) => w.append_column(&s.bytes, s.close)?,
+                    },
                     (_, Some(g)) => w
                         .append_column(&self.src.chunks, self.src.chunk(g, col))
                         .with_context(|| format!("copying column {col} of row group {g} of `{}`", self.src.name))?,
@@ -528,6 +571,82 @@ impl PassThrough {
             *next_rg += 1;
         }
         Ok(())
+    }
+
+    /// The input row group all of `recs` come from, in order (a filter's
+    /// rows), where the file has an offset index to splice its chunks by.
+    fn one_group_in_order(&self, recs: &[Record]) -> Option<usize> {
+        self.src.meta.metadata().page_index().filter(|p| p.has_offset_indexes())?;
+        let rows: Vec<u64> = recs.iter().map(|r| r.source_row).collect::<Option<_>>()?;
+        let g = self.src.row_group_of(*rows.first()?)?;
+        let (first, n) = self.src.row_group(g);
+        (rows.windows(2).all(|w| w[0] < w[1]) && *rows.last()? < first + n as u64).then_some(g)
+    }
+
+    /// The column chunks of row group `rg` holding `recs`, the rows of input
+    /// row group `g` in order: the tool's columns encoded from the records,
+    /// the per-token columns spliced from the input's pages, the rest (and
+    /// any chunk that cannot be spliced) decoded, filtered and encoded.
+    fn spliced(
+        &self,
+        factory: &ArrowRowGroupWriterFactory,
+        rg: usize,
+        g: usize,
+        recs: &[Record],
+    ) -> Result<Vec<(usize, Chunk)>> {
+        let (first, n) = self.src.row_group(g);
+        let mut keep = vec![false; n];
+        for r in recs {
+            keep[(r.source_row.expect("checked on push") - first) as usize] = true;
+        }
+        let fields = schema::schema();
+        let lists: Vec<usize> = (0..fields.fields().len())
+            .filter(|c| !self.writes.contains(c))
+            .filter(|&c| {
+                crate::record::FIELDS.iter().any(|(name, kind)| {
+                    name == fields.field(c).name()
+                        && matches!(kind, crate::record::FieldKind::ListU32 | crate::record::FieldKind::ListF32)
+                })
+            })
+            .collect();
+        let spliced: Vec<(usize, Option<splice::Spliced>)> = lists
+            .par_iter()
+            .map(|&c| Ok((c, splice::splice_chunk(&self.src, g, c, &keep, LIST_PAGE_BYTES)?)))
+            .collect::<Result<_>>()?;
+        let done: Vec<usize> = spliced.iter().filter(|(_, s)| s.is_some()).map(|(c, _)| *c).collect();
+        let rest: Vec<usize> =
+            (0..fields.fields().len()).filter(|c| !self.writes.contains(c) && !done.contains(c)).collect();
+        let mut cols: Vec<(usize, ArrayRef)> = Vec::new();
+        if !self.writes.is_empty() {
+            let ours = schema::to_batch(recs);
+            cols.extend(self.writes.iter().map(|&c| (c, ours.column(c).clone())));
+        }
+        if !rest.is_empty() {
+            let mask = ProjectionMask::roots(self.src.meta.parquet_schema(), rest.iter().copied());
+            let batches = self.read_batched_checked(g, mask, n)?;
+            let b = match <[RecordBatch; 1]>::try_from(batches) {
+                Ok([one]) => one,
+                Err(many) => arrow::compute::concat_batches(&many[0].schema(), &many)?,
+            };
+            let keep = arrow::array::BooleanArray::from(keep);
+            let filtered: Vec<(usize, ArrayRef)> = rest
+                .par_iter()
+                .enumerate()
+                .map(|(k, &c)| Ok((c, arrow::compute::filter(b.column(k), &keep)?)))
+                .collect::<Result<_>>()?;
+            cols.extend(filtered);
+        }
+        let mut out = encoded(encode_arrays(factory, rg, cols)?);
+        out.extend(spliced.into_iter().filter_map(|(c, s)| Some((c, Chunk::Spliced(s?)))));
+        out.sort_by_key(|(c, _)| *c);
+        Ok(out)
+    }
+
+    /// Row group `g`'s columns of `mask` as batches, at least one.
+    fn read_batched_checked(&self, g: usize, mask: ProjectionMask, n: usize) -> Result<Vec<RecordBatch>> {
+        let batches = self.src.read_batched(g, mask, n.max(1))?;
+        anyhow::ensure!(!batches.is_empty(), "`{}`: row group {g} has no rows to read", self.src.name);
+        Ok(batches)
     }
 
     /// The full-schema batch of `recs`: the tool's columns from the records,
@@ -577,6 +696,16 @@ impl PassThrough {
             .collect::<Result<_>>()?;
         Ok(RecordBatch::try_new(schema::schema(), cols)?)
     }
+}
+
+/// A column chunk ready to append: encoded here, or spliced from the input's.
+enum Chunk {
+    Encoded(ArrowColumnChunk),
+    Spliced(splice::Spliced),
+}
+
+fn encoded(chunks: Vec<(usize, ArrowColumnChunk)>) -> Vec<(usize, Chunk)> {
+    chunks.into_iter().map(|(i, c)| (i, Chunk::Encoded(c))).collect()
 }
 
 enum Out {

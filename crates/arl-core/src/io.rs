@@ -631,7 +631,8 @@ fn parquet_props() -> WriterProperties {
             schema::SCHEMA_VERSION.to_string(),
         )]));
     // Per-token numbers are high-cardinality: a dictionary attempt is
-    // wasted work, and their min/max helps no reader's pruning.
+    // wasted work, and their min/max helps no reader's pruning. Their pages
+    // are smaller than the default, so that a filter copies most of them.
     for (name, kind) in crate::record::FIELDS {
         use crate::record::FieldKind as K;
         if matches!(kind, K::ListU32 | K::ListF32) {
@@ -642,6 +643,7 @@ fn parquet_props() -> WriterProperties {
             ]);
             props = props
                 .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_data_page_size_limit(path.clone(), crate::columnar::LIST_PAGE_BYTES)
                 .set_column_statistics_enabled(path, parquet::file::properties::EnabledStatistics::None);
         }
     }

@@ -1,0 +1,585 @@
+//! Rows dropped from an encoded column chunk page by page: the pages that
+//! hold none of the dropped rows are copied as they are (compressed, with
+//! their headers), and only the pages that hold one are decoded, their kept
+//! rows encoded again as new pages in their place.
+//!
+//! A filter drops a few groups from most row groups; re-encoding a whole
+//! per-token column chunk for them spends most of the tool's time in zstd.
+//! The input's offset index says where each page starts and which row it
+//! starts with (pages begin on row boundaries where it exists); each page's
+//! header gives its value count and sizes, which the new chunk's metadata
+//! sums. A chunk without an offset index, with statistics (whose null count
+//! would have to be recounted), or whose headers and offset index disagree is
+//! not spliced: the caller decodes and encodes it whole, and a corrupt chunk
+//! fails there as it would have. Only list columns are spliced (the caller's
+//! choice; the row counts are checked against the value counts for them).
+//! Like a whole chunk copied, a copied page is not decoded: a corrupt one
+//! reaches the output as it was, and its first reader fails on it.
+use super::ParquetSource;
+use anyhow::Result;
+use arrow::datatypes::Schema;
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::column::writer::ColumnCloseResult;
+use parquet::file::metadata::{ColumnChunkMetaData, PageIndexPolicy, ParquetMetaDataReader};
+use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::ChunkReader;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Pages copied and pages encoded again by splicing, over the process (for
+/// tests and `--timings`-style reports).
+pub static PAGES_COPIED: AtomicU64 = AtomicU64::new(0);
+pub static PAGES_ENCODED: AtomicU64 = AtomicU64::new(0);
+
+/// A column chunk with some rows dropped, as bytes starting at offset 0 and
+/// the close result whose offsets point into them.
+pub(crate) struct Spliced {
+    pub bytes: Bytes,
+    pub close: ColumnCloseResult,
+}
+
+/// What a page header says (Thrift compact protocol, `PageHeader`).
+#[derive(Debug, PartialEq)]
+pub(crate) struct PageHead {
+    pub header_len: usize,
+    /// `PageType`: 0 data page, 2 dictionary page, 3 data page v2.
+    pub kind: i32,
+    pub uncompressed: usize,
+    pub compressed: usize,
+    pub num_values: u64,
+}
+
+/// A reader of the Thrift compact protocol, enough to walk a page header.
+struct Thrift<'a> {
+    b: &'a [u8],
+    p: usize,
+}
+
+impl Thrift<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let v = *self.b.get(self.p)?;
+        self.p += 1;
+        Some(v)
+    }
+
+    fn advance(&mut self, n: usize) -> Option<()> {
+        self.p = self.p.checked_add(n).filter(|&e| e <= self.b.len())?;
+        Some(())
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        let v = u32::try_from(self.varint()?).ok()?;
+        Some(((v >> 1) as i32) ^ -((v & 1) as i32))
+    }
+
+    /// The next field's (id, type), `None` at the struct's end.
+    fn field(&mut self, last: &mut i16) -> Option<Option<(i16, u8)>> {
+        let h = self.byte()?;
+        if h == 0 {
+            return Some(None);
+        }
+        let (delta, ty) = (h >> 4, h & 0x0f);
+        let id = if delta == 0 {
+            let v = u16::try_from(self.varint()?).ok()?;
+            ((v >> 1) as i16) ^ -((v & 1) as i16)
+        } else {
+            last.checked_add(i16::from(delta))?
+        };
+        *last = id;
+        Some(Some((id, ty)))
+    }
+
+    /// Skips a value of type `ty`; `in_collection`: a boolean takes a byte.
+    fn skip(&mut self, ty: u8, in_collection: bool, depth: u32) -> Option<()> {
+        if depth > 16 {
+            return None;
+        }
+        match ty {
+            1 | 2 if in_collection => self.advance(1),
+            1 | 2 => Some(()),
+            3 => self.advance(1),
+            4..=6 => self.varint().map(drop),
+            7 => self.advance(8),
+            8 => {
+                let n = usize::try_from(self.varint()?).ok()?;
+                self.advance(n)
+            }
+            9 | 10 => {
+                let h = self.byte()?;
+                let n = match h >> 4 {
+                    15 => self.varint()?,
+                    n => u64::from(n),
+                };
+                // Every element takes at least a byte: `n` is bounded by the input.
+                for _ in 0..n {
+                    self.skip(h & 0x0f, true, depth + 1)?;
+                }
+                Some(())
+            }
+            11 => {
+                let n = self.varint()?;
+                if n > 0 {
+                    let kv = self.byte()?;
+                    for _ in 0..n {
+                        self.skip(kv >> 4, true, depth + 1)?;
+                        self.skip(kv & 0x0f, true, depth + 1)?;
+                    }
+                }
+                Some(())
+            }
+            12 => self.skip_struct(depth + 1),
+            _ => None,
+        }
+    }
+
+    fn skip_struct(&mut self, depth: u32) -> Option<()> {
+        let mut last = 0;
+        while let Some((_, ty)) = self.field(&mut last)? {
+            self.skip(ty, false, depth)?;
+        }
+        Some(())
+    }
+
+    /// The `num_values` (field 1, i32) of a nested page header struct.
+    fn num_values(&mut self) -> Option<u64> {
+        let (mut last, mut n) = (0, None);
+        while let Some((id, ty)) = self.field(&mut last)? {
+            match (id, ty) {
+                (1, 5) => n = Some(u64::try_from(self.i32()?).ok()?),
+                _ => self.skip(ty, false, 1)?,
+            }
+        }
+        n
+    }
+}
+
+/// Parses the page header at the start of `buf`; `None` if it is not one.
+pub(crate) fn page_head(buf: &[u8]) -> Option<PageHead> {
+    let mut t = Thrift { b: buf, p: 0 };
+    let (mut last, mut kind, mut unc, mut comp, mut nv) = (0, None, None, None, None);
+    while let Some((id, ty)) = t.field(&mut last)? {
+        match (id, ty) {
+            (1, 5) => kind = Some(t.i32()?),
+            (2, 5) => unc = Some(usize::try_from(t.i32()?).ok()?),
+            (3, 5) => comp = Some(usize::try_from(t.i32()?).ok()?),
+            (5 | 7 | 8, 12) => nv = Some(t.num_values()?),
+            _ => t.skip(ty, false, 0)?,
+        }
+    }
+    Some(PageHead { header_len: t.p, kind: kind?, uncompressed: unc?, compressed: comp?, num_values: nv? })
+}
+
+/// One page of a chunk: where it is (relative to the chunk's start), its
+/// first row and what its header says.
+struct Page {
+    off: usize,
+    size: usize,
+    first_row: usize,
+    head: PageHead,
+}
+
+/// Column chunk `col` of row group `rg` of `src` with the rows `keep` (one
+/// flag per row of the row group) only; `None` when the chunk cannot be
+/// spliced (see the module documentation) and must be re-encoded.
+/// `page_bytes`: the data page size limit of the pages encoded again.
+pub(crate) fn splice_chunk(
+    src: &ParquetSource,
+    rg: usize,
+    col: usize,
+    keep: &[bool],
+    page_bytes: usize,
+) -> Result<Option<Spliced>> {
+    let md = src.meta.metadata();
+    let Some(oi) = md.page_index().and_then(|p| p.offset_index(rg, col)) else { return Ok(None) };
+    let c = md.row_group(rg).column(col);
+    let rows = keep.len();
+    if c.statistics().is_some() || oi.page_locations().is_empty() || rows != md.row_group(rg).num_rows() as usize {
+        return Ok(None);
+    }
+    let start = c.dictionary_page_offset().unwrap_or_else(|| c.data_page_offset());
+    let (Ok(start), Ok(len)) = (u64::try_from(start), usize::try_from(c.compressed_size())) else { return Ok(None) };
+    let buf = src.chunks.get_bytes(start, len)?;
+    let Some((dict_len, dict_unc, pages)) = pages_of(&buf, start, c, oi.page_locations(), rows) else {
+        return Ok(None);
+    };
+
+    // Pages holding a dropped row, in runs of consecutive ones.
+    let end_of = |i: usize| pages.get(i + 1).map_or(rows, |p| p.first_row);
+    let hit: Vec<bool> = (0..pages.len()).map(|i| keep[pages[i].first_row..end_of(i)].contains(&false)).collect();
+    let mut runs: Vec<(usize, usize)> = Vec::new(); // page index ranges [a, b)
+    for (i, &h) in hit.iter().enumerate() {
+        match runs.last_mut() {
+            Some((_, b)) if h && *b == i => *b = i + 1,
+            _ if h => runs.push((i, i + 1)),
+            _ => {}
+        }
+    }
+    // Rows before each row that are kept: where a row lands in the output.
+    let mut kept_before = Vec::with_capacity(rows + 1);
+    kept_before.push(0usize);
+    for &k in keep {
+        kept_before.push(kept_before.last().copied().unwrap_or(0) + usize::from(k));
+    }
+
+    // The kept rows of the runs, decoded (only the runs' pages are read:
+    // the offset index lets the reader skip the others), then encoded again,
+    // one row group of a scratch file per run.
+    let tiny = if runs.is_empty() {
+        None
+    } else {
+        let mut sel = Vec::new();
+        let mut push = |select: bool, n: usize| match sel.last_mut() {
+            Some(RowSelector { row_count, skip }) if *skip != select => *row_count += n,
+            _ if n > 0 => sel.push(if select { RowSelector::select(n) } else { RowSelector::skip(n) }),
+            _ => {}
+        };
+        let mut at = 0;
+        for &(a, b) in &runs {
+            push(false, pages[a].first_row - at);
+            for &k in &keep[pages[a].first_row..end_of(b - 1)] {
+                push(k, 1);
+            }
+            at = end_of(b - 1);
+        }
+        push(false, rows - at);
+        let arrays = super::guard(&src.name, || {
+            let rd = ParquetRecordBatchReaderBuilder::new_with_metadata(src.chunks.clone(), src.meta.clone())
+                .with_row_groups(vec![rg])
+                .with_projection(ProjectionMask::roots(src.meta.parquet_schema(), [col]))
+                .with_row_selection(RowSelection::from(sel))
+                .with_batch_size(rows.max(1))
+                .build()?;
+            let mut out = Vec::new();
+            for b in rd {
+                let b = b.map_err(|e| {
+                    crate::error::data(format!("`{}`: corrupt Parquet data in row group {rg}: {e}", src.name))
+                })?;
+                out.push(b.column(0).clone());
+            }
+            Ok(out)
+        })?;
+        let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
+        let kept = if refs.is_empty() {
+            arrow::array::new_empty_array(src.schema().field(col).data_type())
+        } else {
+            arrow::compute::concat(&refs)?
+        };
+        let schema = Arc::new(Schema::new(vec![src.schema().field(col).clone()]));
+        let props = WriterProperties::builder()
+            .set_compression(c.compression())
+            .set_dictionary_enabled(false)
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_data_page_size_limit(page_bytes)
+            .set_max_row_group_row_count(None)
+            .build();
+        let mut file = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut file, schema.clone(), Some(props))?;
+        let mut off = 0;
+        for &(a, b) in &runs {
+            let n = kept_before[end_of(b - 1)] - kept_before[pages[a].first_row];
+            anyhow::ensure!(off + n <= kept.len(), "internal: the runs' rows were not all decoded");
+            if n > 0 {
+                w.write(&RecordBatch::try_new(schema.clone(), vec![kept.slice(off, n)])?)?;
+                w.flush()?;
+            }
+            off += n;
+        }
+        anyhow::ensure!(off == kept.len(), "internal: more rows decoded than the runs keep");
+        w.close()?;
+        let file = Bytes::from(file);
+        let meta =
+            ParquetMetaDataReader::new().with_offset_index_policy(PageIndexPolicy::Required).parse_and_finish(&file)?;
+        Some((file, meta))
+    };
+
+    // The new chunk: the dictionary page, then the pages in order.
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&buf[..dict_len]);
+    let mut locs = Vec::new();
+    let mut num_values = 0u64;
+    let mut unc = dict_unc as i64;
+    let mut encodings = *c.encodings_mask();
+    let (mut copied, mut encoded) = (0u64, 0u64);
+    let mut tiny_rg = 0;
+    let mut i = 0;
+    while i < pages.len() {
+        if !hit[i] {
+            let p = &pages[i];
+            locs.push(PageLocation {
+                offset: out.len() as i64,
+                compressed_page_size: p.size as i32,
+                first_row_index: kept_before[p.first_row] as i64,
+            });
+            out.extend_from_slice(&buf[p.off..p.off + p.size]);
+            num_values += p.head.num_values;
+            unc += (p.head.header_len + p.head.uncompressed) as i64;
+            copied += 1;
+            i += 1;
+            continue;
+        }
+        let &(a, b) = runs.iter().find(|r| r.0 == i).expect("a hit page starts or continues a run");
+        let first = kept_before[pages[a].first_row];
+        if kept_before[end_of(b - 1)] > first {
+            let (file, meta) = tiny.as_ref().expect("runs were encoded");
+            let tc = meta.row_group(tiny_rg).column(0);
+            anyhow::ensure!(tc.dictionary_page_offset().is_none(), "internal: a dictionary in re-encoded pages");
+            let ts = tc.data_page_offset();
+            let base = out.len() as i64;
+            let tl = meta
+                .page_index()
+                .and_then(|p| p.offset_index(tiny_rg, 0))
+                .ok_or_else(|| anyhow::anyhow!("internal: re-encoded pages without an offset index"))?;
+            for l in tl.page_locations() {
+                locs.push(PageLocation {
+                    offset: l.offset - ts + base,
+                    compressed_page_size: l.compressed_page_size,
+                    first_row_index: l.first_row_index + first as i64,
+                });
+            }
+            encoded += tl.page_locations().len() as u64;
+            out.extend_from_slice(&file[ts as usize..(ts + tc.compressed_size()) as usize]);
+            num_values += tc.num_values() as u64;
+            unc += tc.uncompressed_size();
+            for e in tc.encodings() {
+                encodings.insert(e);
+            }
+            tiny_rg += 1;
+        }
+        i = b;
+    }
+    let kept_rows = kept_before[rows];
+    let metadata = ColumnChunkMetaData::builder(c.column_descr_ptr())
+        .set_compression_codec(c.compression_codec())
+        .set_encodings_mask(encodings)
+        .set_total_compressed_size(out.len() as i64)
+        .set_total_uncompressed_size(unc)
+        .set_num_values(num_values as i64)
+        .set_data_page_offset(dict_len as i64)
+        .set_dictionary_page_offset((dict_len > 0).then_some(0))
+        .build()?;
+    PAGES_COPIED.fetch_add(copied, Ordering::Relaxed);
+    PAGES_ENCODED.fetch_add(encoded, Ordering::Relaxed);
+    let bytes = Bytes::from(out);
+    Ok(Some(Spliced {
+        close: ColumnCloseResult {
+            bytes_written: bytes.len() as u64,
+            rows_written: kept_rows as u64,
+            metadata,
+            bloom_filter: None,
+            column_index: None,
+            offset_index: Some(OffsetIndexMetaData { page_locations: locs, unencoded_byte_array_data_bytes: None }),
+        },
+        bytes,
+    }))
+}
+
+/// The dictionary page's length and uncompressed size (header included) and
+/// the data pages of chunk `buf` (read from file offset `start`), checked
+/// against each other: the offset index's pages tile the chunk after the
+/// dictionary, each header's sizes fill its page, rows start at 0 and rise,
+/// and the values and uncompressed sizes add up to the chunk's metadata.
+fn pages_of(
+    buf: &[u8],
+    start: u64,
+    c: &ColumnChunkMetaData,
+    locs: &[PageLocation],
+    rows: usize,
+) -> Option<(usize, usize, Vec<Page>)> {
+    let rel = |off: i64| usize::try_from(u64::try_from(off).ok()?.checked_sub(start)?).ok().filter(|&o| o <= buf.len());
+    let first = rel(locs[0].offset)?;
+    let (dict_len, dict_unc) = match c.dictionary_page_offset() {
+        Some(_) => {
+            let h = page_head(&buf[..first])?;
+            (h.kind == 2 && h.header_len + h.compressed == first).then_some((first, h.header_len + h.uncompressed))?
+        }
+        None if first == 0 => (0, 0),
+        None => return None,
+    };
+    let mut pages: Vec<Page> = Vec::with_capacity(locs.len());
+    let mut at = first;
+    for l in locs {
+        let off = rel(l.offset)?;
+        let size = usize::try_from(l.compressed_page_size).ok()?;
+        let first_row = usize::try_from(l.first_row_index).ok()?;
+        let end = off.checked_add(size).filter(|&e| e <= buf.len())?;
+        let rows_rise = pages.last().map_or(first_row == 0, |p| first_row > p.first_row);
+        if off != at || !rows_rise || first_row >= rows {
+            return None;
+        }
+        let head = page_head(&buf[off..end])?;
+        if !matches!(head.kind, 0 | 3) || head.header_len + head.compressed != size {
+            return None;
+        }
+        pages.push(Page { off, size, first_row, head });
+        at = end;
+    }
+    // A row of a list column is at least one value: a page cannot hold more
+    // rows than values (the offset index's rows are otherwise trusted, as
+    // every reader that skips pages by it does).
+    let ends = pages.iter().skip(1).map(|p| p.first_row).chain([rows]);
+    if pages.iter().zip(ends).any(|(p, end)| p.head.num_values < (end - p.first_row) as u64) {
+        return None;
+    }
+    let values: u64 = pages.iter().map(|p| p.head.num_values).sum();
+    let unc: usize = dict_unc + pages.iter().map(|p| p.head.header_len + p.head.uncompressed).sum::<usize>();
+    (at == buf.len() && values == c.num_values() as u64 && unc as i64 == c.uncompressed_size())
+        .then_some((dict_len, dict_unc, pages))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::columnar::PassThrough;
+    use crate::io::{read_all, AtomicFile, RecordWriter};
+    use crate::record::Record;
+    use crate::rng::Rng;
+    use crate::schema;
+    use parquet::arrow::arrow_reader::ArrowReaderOptions;
+
+    /// Records with lists of 0..40 items (some absent) and three row groups
+    /// of pages of a few dozen rows, as another writer might lay them out.
+    fn input(path: &std::path::Path, offset_index: bool) -> Vec<Record> {
+        let mut rng = Rng::new(3);
+        let recs: Vec<Record> = (0..2500u32)
+            .map(|i| {
+                let n = rng.below(40) as usize;
+                Record {
+                    prompt_id: Some(format!("p{}", i / 8)),
+                    tokens: Some((0..n as u32 + 2).map(|k| k * 7 + i).collect()),
+                    prompt_len: Some(2),
+                    loss_mask: Some(vec![1; n]),
+                    rollout_log_probs: Some((0..n).map(|k| -(k as f32) / 8.0 - i as f32).collect()),
+                    values: (i % 7 != 3).then(|| (0..n).map(|k| k as f32 + 0.5).collect()),
+                    reward: Some((i % 3) as f32),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let props = WriterProperties::builder()
+            .set_data_page_size_limit(1024)
+            .set_write_batch_size(64)
+            .set_max_row_group_row_count(Some(1000))
+            .set_offset_index_disabled(!offset_index)
+            .set_statistics_enabled(EnabledStatistics::None)
+            .build();
+        let f = std::fs::File::create(path).unwrap();
+        let mut w = ArrowWriter::try_new(f, schema::schema(), Some(props)).unwrap();
+        w.write(&schema::to_batch(&recs)).unwrap();
+        w.close().unwrap();
+        recs
+    }
+
+    /// Keeps `keep(row)` of `path` through a pass-through writer (as
+    /// `arl-filter` does) into `out`; returns the kept rows.
+    fn filter(path: &std::path::Path, out: &std::path::Path, keep: impl Fn(u64) -> bool) -> Vec<u64> {
+        let f = std::fs::File::open(path).unwrap();
+        let src = Arc::new(ParquetSource::from_file(path, f).unwrap());
+        let n: u64 = (0..src.num_row_groups()).map(|g| src.row_group(g).1 as u64).sum();
+        let pt = PassThrough::new(src, &[]).unwrap();
+        let mut w = RecordWriter::pass_through(Box::new(AtomicFile::create(out).unwrap()), pt).unwrap();
+        let rows: Vec<u64> = (0..n).filter(|&r| keep(r)).collect();
+        for &r in &rows {
+            w.write_owned(Record { source_row: Some(r), ..Default::default() }).unwrap();
+        }
+        w.finish().unwrap();
+        rows
+    }
+
+    fn json(recs: &[Record]) -> Vec<Vec<u8>> {
+        recs.iter()
+            .map(|r| {
+                let mut b = Vec::new();
+                r.to_json_vec(&mut b);
+                b
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_filter_copies_the_pages_it_keeps_whole_and_the_output_reads_by_its_offset_index() {
+        let d = tempfile::tempdir().unwrap();
+        let inp = d.path().join("in.parquet");
+        let recs = input(&inp, true);
+        // Single rows, a row group's first and last rows, a run spanning
+        // several pages, and the whole last part of a row group.
+        let dropped = |r: u64| r % 97 == 5 || r == 1000 || r == 1999 || (1200..1330).contains(&r) || r >= 2460;
+        let (copied, encoded) = (PAGES_COPIED.load(Ordering::Relaxed), PAGES_ENCODED.load(Ordering::Relaxed));
+        let out = d.path().join("out.parquet");
+        let rows = filter(&inp, &out, |r| !dropped(r));
+        let want: Vec<Record> = rows.iter().map(|&r| recs[r as usize].clone()).collect();
+        assert_eq!(json(&read_all(&out).unwrap()), json(&want));
+        let (copied, encoded) =
+            (PAGES_COPIED.load(Ordering::Relaxed) - copied, PAGES_ENCODED.load(Ordering::Relaxed) - encoded);
+        assert!(copied > 20 && encoded > 10, "pages copied {copied}, encoded again {encoded}");
+
+        // Every output chunk's metadata agrees with its pages' headers (values,
+        // sizes) and its offset index tiles it.
+        let f = std::fs::File::open(&out).unwrap();
+        let opts = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Required);
+        let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&f, opts).unwrap();
+        let md = meta.metadata();
+        for g in 0..md.num_row_groups() {
+            for c in md.row_group(g).columns().iter().enumerate().filter(|(_, c)| c.statistics().is_none()) {
+                let (i, c) = c;
+                let start = c.dictionary_page_offset().unwrap_or_else(|| c.data_page_offset()) as u64;
+                let buf = f.get_bytes(start, c.compressed_size() as usize).unwrap();
+                let locs = md.page_index().and_then(|p| p.offset_index(g, i)).unwrap().page_locations();
+                let rows = md.row_group(g).num_rows() as usize;
+                assert!(pages_of(&buf, start, c, locs, rows).is_some(), "row group {g} column {i}");
+            }
+        }
+        // Rows picked by the offset index (pages skipped) are the right ones.
+        let sel = RowSelection::from(vec![
+            RowSelector::skip(300),
+            RowSelector::select(3),
+            RowSelector::skip(900),
+            RowSelector::select(200),
+            RowSelector::skip(700),
+            RowSelector::select(40),
+        ]);
+        let rd = ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta).with_row_selection(sel).build().unwrap();
+        let got: Vec<Record> = rd.flat_map(|b| schema::from_batch(&b.unwrap()).unwrap()).map(|r| r.unwrap()).collect();
+        let picked: Vec<Record> =
+            [300..303, 1203..1403, 2103..2143].into_iter().flatten().map(|i| want[i].clone()).collect();
+        assert_eq!(json(&got), json(&picked));
+
+        // Without an offset index nothing is spliced, and the result is the same.
+        let bare = d.path().join("bare.parquet");
+        input(&bare, false);
+        let (copied, out2) = (PAGES_COPIED.load(Ordering::Relaxed), d.path().join("out2.parquet"));
+        filter(&bare, &out2, |r| !dropped(r));
+        assert_eq!(json(&read_all(&out2).unwrap()), json(&want));
+        assert_eq!(PAGES_COPIED.load(Ordering::Relaxed), copied);
+    }
+
+    #[test]
+    fn page_headers_are_read_and_garbage_is_not_one() {
+        // type 0, uncompressed 100, compressed 60, data_page_header (field 5) {
+        // num_values 7, encoding 0, def 3, rep 3, statistics { null_count 0 } }.
+        let h = [
+            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, 0x2c, 0x15, 0x0e, 0x15, 0x00, 0x15, 0x06, 0x15, 0x06, 0x1c, 0x36,
+            0x00, 0x00, 0x00, 0x00,
+        ];
+        let p = page_head(&h).expect("a header");
+        assert_eq!(p, PageHead { header_len: h.len(), kind: 0, uncompressed: 100, compressed: 60, num_values: 7 });
+        assert_eq!(page_head(&h[..10]), None, "cut short");
+        assert_eq!(page_head(&[0xff; 40]), None);
+        assert_eq!(page_head(&[0x19, 0xfc, 0xff, 0xff, 0xff, 0x0f]), None, "a list longer than the input");
+    }
+}
