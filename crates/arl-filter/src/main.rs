@@ -45,9 +45,11 @@ pub const TOOL: &str = "arl-filter";
 /// and the output is Parquet, only the fields the filters read are decoded
 /// (`reward` for --drop-zero-std, `status`, `tokens`/`prompt_len`/`loss_mask`
 /// for the length filters, `weight_versions` for staleness, `prompt_id` for
-/// groups); a row group that keeps all its rows is copied undecoded, one that
-/// loses rows is decoded and filtered as Arrow arrays. The output equals the
-/// record path's. Fields not read are not checked (e.g. per-token lists
+/// groups); a row group that keeps all its rows is copied undecoded; in one
+/// that loses rows, the pages of the per-token columns that lose none are
+/// copied as they are (by the input's offset index) and only the others, and
+/// the other columns, are decoded, filtered as Arrow arrays and encoded
+/// again. The output equals the record path's. Fields not read are not checked (e.g. per-token lists
 /// against `tokens` when no length filter is on); a corrupt column chunk
 /// that is copied undecoded fails its first reader. `ARL_NO_PASS_THROUGH=1`
 /// reads and writes whole records.
