@@ -291,12 +291,14 @@ pub(crate) fn splice_chunk(
         let mut file = Vec::new();
         let mut w = ArrowWriter::try_new(&mut file, schema.clone(), Some(props))?;
         let mut off = 0;
+        let mut sizes = Vec::new();
         for &(a, b) in &runs {
             let n = kept_before[end_of(b - 1)] - kept_before[pages[a].first_row];
             anyhow::ensure!(off + n <= kept.len(), "internal: the runs' rows were not all decoded");
             if n > 0 {
                 w.write(&RecordBatch::try_new(schema.clone(), vec![kept.slice(off, n)])?)?;
                 w.flush()?;
+                sizes.push(n as i64);
             }
             off += n;
         }
@@ -305,6 +307,8 @@ pub(crate) fn splice_chunk(
         let file = Bytes::from(file);
         let meta =
             ParquetMetaDataReader::new().with_offset_index_policy(PageIndexPolicy::Required).parse_and_finish(&file)?;
+        let written: Vec<i64> = meta.row_groups().iter().map(|g| g.num_rows()).collect();
+        anyhow::ensure!(written == sizes, "internal: re-encoded runs of {sizes:?} rows came out as {written:?}");
         Some((file, meta))
     };
 
@@ -558,6 +562,19 @@ mod tests {
         let picked: Vec<Record> =
             [300..303, 1203..1403, 2103..2143].into_iter().flatten().map(|i| want[i].clone()).collect();
         assert_eq!(json(&got), json(&picked));
+
+        // Whole pages dropped (of `tokens`, column 5): their run has no row
+        // left to encode again.
+        let f = std::fs::File::open(&inp).unwrap();
+        let opts = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Required);
+        let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&f, opts).unwrap();
+        assert_eq!(meta.schema().field(5).name(), "tokens");
+        let locs = meta.metadata().page_index().and_then(|p| p.offset_index(0, 5)).unwrap().page_locations();
+        let (a, b) = (locs[3].first_row_index as u64, locs[5].first_row_index as u64);
+        let out3 = d.path().join("out3.parquet");
+        let rows = filter(&inp, &out3, |r| !(a..b).contains(&r));
+        let want3: Vec<Record> = rows.iter().map(|&r| recs[r as usize].clone()).collect();
+        assert_eq!(json(&read_all(&out3).unwrap()), json(&want3));
 
         // Without an offset index nothing is spliced, and the result is the same.
         let bare = d.path().join("bare.parquet");
