@@ -58,6 +58,10 @@ pub const PARQUET_ROW_GROUP: usize = 4096;
 /// compresses as well as with the default 1 MiB pages.
 pub const LIST_PAGE_BYTES: usize = 256 << 10;
 
+/// Records added to a pass-through writer between two looks for ready row
+/// groups (what it holds back at most beyond them).
+const SCAN_EVERY: usize = 256;
+
 /// Rows per Arrow batch when decoding.
 const BATCH_ROWS: usize = 1024;
 
@@ -432,6 +436,9 @@ pub struct PassThrough {
     pending: VecDeque<Record>,
     /// Row groups ready to be written.
     queue: Vec<Out>,
+    /// Records are looked at for row groups again only once `pending` has
+    /// this many (a scan per record would be quadratic in a row group).
+    scan_at: usize,
 }
 
 impl PassThrough {
@@ -449,7 +456,7 @@ impl PassThrough {
         // again and again: reuse them rather than have the kernel zero fresh
         // pages each time (the memory held stays that of a few row groups).
         crate::alloc::keep_freed_memory();
-        Ok(PassThrough { src, writes: idx, pending: VecDeque::new(), queue: Vec::new() })
+        Ok(PassThrough { src, writes: idx, pending: VecDeque::new(), queue: Vec::new(), scan_at: 0 })
     }
 
     /// Queues a record (read by a projected read of this writer's source).
@@ -525,7 +532,11 @@ impl PassThrough {
         next_rg: &mut usize,
         last: bool,
     ) -> Result<()> {
+        if !last && self.pending.len() < self.scan_at {
+            return Ok(());
+        }
         let ready = self.ready(last);
+        self.scan_at = self.pending.len() + SCAN_EVERY;
         self.queue.extend(ready);
         // Several row groups at a time, so that they are built in parallel.
         if self.queue.is_empty() || (!last && self.queue.len() < rayon::current_num_threads().max(2)) {
@@ -605,7 +616,12 @@ impl PassThrough {
             .filter(|&c| {
                 crate::record::FIELDS.iter().any(|(name, kind)| {
                     name == fields.field(c).name()
-                        && matches!(kind, crate::record::FieldKind::ListU32 | crate::record::FieldKind::ListF32)
+                        && matches!(
+                            kind,
+                            crate::record::FieldKind::ListU32
+                                | crate::record::FieldKind::ListU8
+                                | crate::record::FieldKind::ListF32
+                        )
                 })
             })
             .collect();

@@ -635,7 +635,7 @@ fn parquet_props() -> WriterProperties {
     // are smaller than the default, so that a filter copies most of them.
     for (name, kind) in crate::record::FIELDS {
         use crate::record::FieldKind as K;
-        if matches!(kind, K::ListU32 | K::ListF32) {
+        if matches!(kind, K::ListU32 | K::ListU8 | K::ListF32) {
             let path = parquet::schema::types::ColumnPath::from(vec![
                 name.to_string(),
                 "list".to_string(),

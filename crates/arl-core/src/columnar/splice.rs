@@ -11,10 +11,13 @@
 //! sums. A chunk without an offset index, with statistics (whose null count
 //! would have to be recounted), or whose headers and offset index disagree is
 //! not spliced: the caller decodes and encodes it whole, and a corrupt chunk
-//! fails there as it would have. Only list columns are spliced (the caller's
-//! choice; the row counts are checked against the value counts for them).
-//! Like a whole chunk copied, a copied page is not decoded: a corrupt one
-//! reaches the output as it was, and its first reader fails on it.
+//! fails there as it would have. Only lists of primitives are spliced. Every
+//! page of a spliced chunk is decompressed and its rows counted from its
+//! repetition levels (the offset index's first rows are not taken on trust:
+//! a wrong one would move values to other rows); its values are not decoded,
+//! so a page whose values are corrupt but whose levels are not reaches the
+//! output as it was, and its first reader fails on it, as for a whole chunk
+//! copied.
 use super::ParquetSource;
 use anyhow::Result;
 use arrow::datatypes::Schema;
@@ -399,7 +402,7 @@ pub(crate) fn splice_chunk(
 /// dictionary, each header's sizes fill its page, rows start at 0 and rise,
 /// and the values and uncompressed sizes add up to the chunk's metadata.
 fn pages_of(
-    buf: &[u8],
+    buf: &Bytes,
     start: u64,
     c: &ColumnChunkMetaData,
     locs: &[PageLocation],
@@ -433,17 +436,98 @@ fn pages_of(
         pages.push(Page { off, size, first_row, head });
         at = end;
     }
-    // A row of a list column is at least one value: a page cannot hold more
-    // rows than values (the offset index's rows are otherwise trusted, as
-    // every reader that skips pages by it does).
-    let ends = pages.iter().skip(1).map(|p| p.first_row).chain([rows]);
-    if pages.iter().zip(ends).any(|(p, end)| p.head.num_values < (end - p.first_row) as u64) {
-        return None;
-    }
     let values: u64 = pages.iter().map(|p| p.head.num_values).sum();
     let unc: usize = dict_unc + pages.iter().map(|p| p.head.header_len + p.head.uncompressed).sum::<usize>();
-    (at == buf.len() && values == c.num_values() as u64 && unc as i64 == c.uncompressed_size())
-        .then_some((dict_len, dict_unc, pages))
+    if at != buf.len() || values != c.num_values() as u64 || unc as i64 != c.uncompressed_size() {
+        return None;
+    }
+    // The offset index's first rows are not taken on trust: each page is
+    // decompressed and its rows counted from its repetition levels.
+    let counted = rows_per_page(buf, start, c, rows)?;
+    let ends = pages.iter().skip(1).map(|p| p.first_row).chain([rows]);
+    let agree = counted.len() == pages.len()
+        && pages.iter().zip(ends).zip(&counted).all(|((p, end), &n)| end - p.first_row == n);
+    agree.then_some((dict_len, dict_unc, pages))
+}
+
+/// The rows of each data page of chunk `buf` (read from file offset
+/// `start`) of a column repeated once (a list of primitives), counted from
+/// the pages themselves; `None` if a page cannot be read or counted.
+fn rows_per_page(buf: &Bytes, start: u64, c: &ColumnChunkMetaData, rows: usize) -> Option<Vec<usize>> {
+    use parquet::basic::Encoding;
+    use parquet::column::page::{Page, PageReader};
+    if c.column_descr().max_rep_level() != 1 {
+        return None;
+    }
+    let rebase = |off: i64| off - start as i64;
+    let meta = ColumnChunkMetaData::builder(c.column_descr_ptr())
+        .set_compression_codec(c.compression_codec())
+        .set_encodings_mask(*c.encodings_mask())
+        .set_total_compressed_size(c.compressed_size())
+        .set_total_uncompressed_size(c.uncompressed_size())
+        .set_num_values(c.num_values())
+        .set_data_page_offset(rebase(c.data_page_offset()))
+        .set_dictionary_page_offset(c.dictionary_page_offset().map(rebase))
+        .build()
+        .ok()?;
+    let count = || -> Result<Option<Vec<usize>>> {
+        let chunks = Arc::new(super::Chunks::Mem(buf.clone()));
+        let mut rd = parquet::file::serialized_reader::SerializedPageReader::new(chunks, &meta, rows, None)?;
+        let mut out = Vec::new();
+        while let Some(page) = rd.get_next_page()? {
+            let n = match page {
+                Page::DictionaryPage { .. } => continue,
+                Page::DataPageV2 { num_rows, .. } => Some(num_rows as usize),
+                Page::DataPage { buf, num_values, rep_level_encoding: Encoding::RLE, .. } => {
+                    rows_in_v1_page(&buf, num_values as usize)
+                }
+                Page::DataPage { .. } => None,
+            };
+            let Some(n) = n else { return Ok(None) };
+            out.push(n);
+        }
+        Ok(Some(out))
+    };
+    // A decoder that fails or panics on a corrupt page: not spliced (the
+    // caller's decoding then reports it).
+    super::guard("", count).ok().flatten()
+}
+
+/// The rows of a v1 data page of a column whose maximum repetition level is
+/// 1: the zeros among the first `num_values` repetition levels, which lead
+/// the page (a 4-byte length, then the RLE / bit-packed hybrid of width 1).
+fn rows_in_v1_page(page: &[u8], num_values: usize) -> Option<usize> {
+    let len = usize::try_from(u32::from_le_bytes(page.get(..4)?.try_into().ok()?)).ok()?;
+    let mut t = Thrift { b: page.get(4..4usize.checked_add(len)?)?, p: 0 };
+    let (mut seen, mut zeros) = (0usize, 0usize);
+    while seen < num_values {
+        let h = t.varint()?;
+        let n = usize::try_from(h >> 1).ok()?;
+        if h & 1 == 0 {
+            // A run of one value (a byte at width 1), repeated `n` times.
+            let n = n.min(num_values - seen);
+            match t.byte()? {
+                0 => zeros += n,
+                1 => {}
+                _ => return None,
+            }
+            seen += n;
+        } else {
+            // `n` groups of 8 bit-packed values, the first in the lowest bit.
+            let end = t.p.checked_add(n).filter(|&e| e <= t.b.len())?;
+            for &byte in &t.b[t.p..end] {
+                let k = (num_values - seen).min(8);
+                if k == 0 {
+                    break;
+                }
+                let mask = if k == 8 { 0xff } else { (1u8 << k) - 1 };
+                zeros += k - (byte & mask).count_ones() as usize;
+                seen += k;
+            }
+            t.p = end;
+        }
+    }
+    Some(zeros)
 }
 
 #[cfg(test)]
@@ -548,6 +632,17 @@ mod tests {
                 assert!(pages_of(&buf, start, c, locs, rows).is_some(), "row group {g} column {i}");
             }
         }
+        // An offset index that moves a page's first row by one is not trusted.
+        let fi = std::fs::File::open(&inp).unwrap();
+        let opts = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Required);
+        let mi = parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&fi, opts.clone()).unwrap();
+        let c = mi.metadata().row_group(0).column(5);
+        let start = c.dictionary_page_offset().unwrap_or_else(|| c.data_page_offset()) as u64;
+        let buf = fi.get_bytes(start, c.compressed_size() as usize).unwrap();
+        let mut locs = mi.metadata().page_index().and_then(|p| p.offset_index(0, 5)).unwrap().page_locations().clone();
+        assert!(pages_of(&buf, start, c, &locs, 1000).is_some());
+        locs[4].first_row_index += 1;
+        assert!(pages_of(&buf, start, c, &locs, 1000).is_none());
         // Rows picked by the offset index (pages skipped) are the right ones.
         let sel = RowSelection::from(vec![
             RowSelector::skip(300),
@@ -598,5 +693,19 @@ mod tests {
         assert_eq!(page_head(&h[..10]), None, "cut short");
         assert_eq!(page_head(&[0xff; 40]), None);
         assert_eq!(page_head(&[0x19, 0xfc, 0xff, 0xff, 0xff, 0x0f]), None, "a list longer than the input");
+    }
+
+    #[test]
+    fn rows_are_counted_from_repetition_levels() {
+        // Levels 0 1 1 | 0 0 1 1 1 1 1 (bit-packed group, then an RLE run of
+        // five 1s), then the next page's bytes, which are not read.
+        let levels = [0x03, 0b1110_0110, 0x0a, 0x01];
+        let mut page = (levels.len() as u32).to_le_bytes().to_vec();
+        page.extend(levels);
+        page.extend([0xff; 8]);
+        assert_eq!(rows_in_v1_page(&page, 10), Some(3));
+        assert_eq!(rows_in_v1_page(&page, 5), Some(3), "the padding of the group is not counted");
+        assert_eq!(rows_in_v1_page(&page, 14), None, "fewer levels than values");
+        assert_eq!(rows_in_v1_page(&[0x02, 0, 0, 0, 0x02, 0x05], 1), None, "a level above 1");
     }
 }
