@@ -47,7 +47,8 @@ pub const TOOL: &str = "arl-filter";
 /// for the length filters, `weight_versions` for staleness, `prompt_id` for
 /// groups); a row group that keeps all its rows is copied undecoded; in one
 /// that loses rows, the pages of the per-token columns that lose none are
-/// copied as they are (by the input's offset index) and only the others, and
+/// copied as they are (found by the input's offset index, their rows counted
+/// from their repetition levels) and only the others, and
 /// the other columns, are decoded, filtered as Arrow arrays and encoded
 /// again. The output equals the record path's. Fields not read are not checked (e.g. per-token lists
 /// against `tokens` when no length filter is on); a corrupt column chunk
