@@ -33,8 +33,8 @@ use parquet::file::reader::ChunkReader;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Pages copied and pages encoded again by splicing, over the process (for
-/// tests and `--timings`-style reports).
+/// Pages copied and pages encoded again by splicing, over the process (read
+/// by the tests).
 pub static PAGES_COPIED: AtomicU64 = AtomicU64::new(0);
 pub static PAGES_ENCODED: AtomicU64 = AtomicU64::new(0);
 
