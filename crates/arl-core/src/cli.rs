@@ -118,7 +118,7 @@ pub fn warn(tool: &str, msg: impl std::fmt::Display) {
 /// (`OMP_WAIT_POLICY=PASSIVE`) costs up to 2.8x on small models when the
 /// cores are free; a spin of 1,000 iterations (libgomp's own value when it
 /// knows the cores are oversubscribed) was close to passive under contention
-/// and close to the default when idle (README, Install). libgomp
+/// and close to the default when idle (docs/install.md, OpenMP threads). libgomp
 /// reads the variables once, in its own initialiser before `main`, so the
 /// libtorch binaries call this first thing: it re-executes the program with
 /// `GOMP_SPINCOUNT` set (same pid, arguments and descriptors). When exec fails
