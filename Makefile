@@ -25,7 +25,7 @@ TOOLS := arl-advantage arl-env arl-filter arl-inspect arl-reward arl-rollout arl
 # An experiment file for `make run` (see experiments/).
 EXP ?= experiments/demo.env
 
-.PHONY: all setup setup-tests build models lint test chaos fuzz docs demo run bench install clean-runs
+.PHONY: all setup setup-tests build models lint test chaos fuzz docs book demo run bench install clean-runs
 
 all: build
 
@@ -62,15 +62,16 @@ lint: setup
 # fetched once, see `models`), then the fault and
 # abuse suite on the same release binaries (scripts/chaos.sh; its fuzz
 # targets need cargo-fuzz, which scripts/setup-fuzz.sh installs;
-# FUZZ_SECONDS per target, 0 skips).
+# FUZZ_SECONDS per target, 0 skips). scripts/test.sh runs these steps in
+# this order (setup-tests and lint through this Makefile, then
+# cargo build $(CARGO_FLAGS) --workspace --bins, scripts/fetch-models.sh,
+# cargo test $(CARGO_FLAGS) --workspace -- --test-threads=$(TEST_THREADS),
+# scripts/setup-fuzz.sh, scripts/chaos.sh), stops at the first that fails,
+# and ends with one line: the verdict, the counts and the time.
 FUZZ_SECONDS ?= 20
 export FUZZ_SECONDS
-test: setup-tests lint
-	cargo build $(CARGO_FLAGS) --workspace --bins
-	scripts/fetch-models.sh
-	cargo test $(CARGO_FLAGS) --workspace -- --test-threads=$(TEST_THREADS)
-	scripts/setup-fuzz.sh
-	scripts/chaos.sh
+test:
+	@CARGO_FLAGS='$(CARGO_FLAGS)' TEST_THREADS='$(TEST_THREADS)' scripts/test.sh
 
 # The fault and abuse suite alone (`make chaos FILTER=serve/`).
 chaos: build setup-tests
@@ -86,6 +87,19 @@ fuzz: setup
 # binary writes its own (`arl-x --generate-docs DIR`).
 docs: build
 	for t in $(TOOLS); do target/$(PROFILE_DIR)/$$t --generate-docs . || exit 1; done
+
+# The guides as a book (docs/SUMMARY.md) into target/book/, with mdBook
+# installed the first time into $(ARL_CACHE) from crates.io, pinned and
+# --locked (only `build` and `search`: no file watcher, no web server).
+MDBOOK_VERSION := 0.5.4
+MDBOOK := $(ARL_CACHE)/mdbook-$(MDBOOK_VERSION)/bin/mdbook
+book: $(MDBOOK)
+	$(MDBOOK) build docs
+	@echo "book: target/book/index.html"
+
+$(MDBOOK):
+	cargo install mdbook --version $(MDBOOK_VERSION) --locked --no-default-features --features search \
+		--root $(ARL_CACHE)/mdbook-$(MDBOOK_VERSION)
 
 # The main job: a tiny model trained from scratch (SFT, then GRPO with a
 # calculator tool against arl-serve); everything lands in runs/demo/.

@@ -31,7 +31,14 @@ FAIL=0
 FAILED=()
 
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  # The background servers are this shell's jobs: bash reports each one that
+  # a signal ends ("line N: PID Killed  …") on its own stderr when it reaps
+  # it. Reaping them here, with stderr silenced, keeps the report out of the
+  # output (and waits until they are gone).
+  {
+    for p in "${PIDS[@]}"; do kill -9 "$p"; done
+    for p in "${PIDS[@]}"; do wait "$p"; done
+  } 2>/dev/null
   for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null; done
   if [ "${KEEP:-0}" = 1 ] || [ "$FAIL" -gt 0 ]; then
     echo "work directory kept: $W" >&2

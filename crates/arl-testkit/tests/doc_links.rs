@@ -219,8 +219,8 @@ fn normalize(p: &Path) -> PathBuf {
 #[test]
 fn readme_and_book_links_paths_and_commands_exist() {
     let root = root();
-    let targets = makefile_targets(&root);
-    let files = pages(&root);
+    let targets = makefile_targets(root);
+    let files = pages(root);
     let parsed: HashMap<PathBuf, Page> =
         files.iter().map(|f| (f.clone(), parse(&std::fs::read_to_string(root.join(f)).unwrap()))).collect();
     let mut broken = Vec::new();
@@ -295,7 +295,7 @@ fn readme_first_two_commands_are_the_demo_and_the_tests() {
         Some(&["make demo", "make test"][..]),
         "the README's first code block: {first_block:?}"
     );
-    let targets = makefile_targets(&root());
+    let targets = makefile_targets(root());
     assert!(targets.contains("demo") && targets.contains("test"), "Makefile targets: {targets:?}");
     // The pipe that says what arl is comes early.
     let pipe = readme.lines().position(|l| l.contains("arl-rollout") && l.contains("--endpoint"));
