@@ -51,7 +51,7 @@ last=0
 while [ -d "$RUN/ckpt/step-$((last + 1))" ]; do last=$((last + 1)); done
 
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true; }
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; progress_exit; true; }
 trap cleanup EXIT
 serve_or_sync "$last"
 
@@ -93,12 +93,13 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
   mkdir -p "$d"
   claimed=$(ls "$SPOOL"/claimed/step-"$step".*.jsonl 2>/dev/null | head -n 1 || true)
   t0=$(now)
+  progress_start "step $step/$STEPS: waiting for a batch"
   while :; do
     if [ -z "$claimed" ]; then
       while :; do
         next=$(ls "$SPOOL"/ready/batch-*.jsonl 2>/dev/null | head -n 1 || true)
         [ -n "$next" ] && break
-        kill -0 "${PIDS[0]}" 2>/dev/null || { echo "loop-async: the producer died; see $RUN/logs/producer.log" >&2; exit 1; }
+        kill -0 "${PIDS[0]}" 2>/dev/null || { progress_stop; echo "loop-async: the producer died; see $RUN/logs/producer.log" >&2; exit 1; }
         sleep 0.1
       done
       claimed=$SPOOL/claimed/step-$step.$(basename "$next")
@@ -109,12 +110,19 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
       | arl arl-advantage -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
     [ -s "$d/batch.jsonl" ] && break
     # Every sample of this batch is too old: it is spent, not trained.
+    progress_stop
     log "step $step: $(basename "$claimed") is entirely staler than $MAX_STALENESS versions; dropped"
     mv "$claimed" "$SPOOL/done/stale.$(basename "$claimed")"
+    progress_start "step $step/$STEPS: waiting for a batch"
     claimed=""
   done
   policy=$RUN/ckpt/step-$((step - 1))
+  m=0
+  [ -f "$d/train-metrics.jsonl" ] && m=$(wc -l <"$d/train-metrics.jsonl")
+  progress_start -n "$(progress_train_steps "$(wc -l <"$d/batch.jsonl")" "$TRAIN_ARGS")" -u "optimizer steps" \
+    "step $step/$STEPS: training" progress_metrics "$d/train-metrics.jsonl" "-$m"
   train_step "$step" "$policy" "$RUN/ckpt/step-$step" "$d"
+  progress_stop
   sync_to "$step"
   cp "$claimed" "$d/scored.jsonl"
   mv "$claimed" "$SPOOL/done/"
@@ -126,7 +134,9 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
        reward_mean: $st[0].reward.mean, tool_call_rate: ($st[0].tool_calls.mean // 0),
        response_len: $st[0].response_len.mean, loss: $tm[0].loss, grad_norm: $tm[0].grad_norm, clip_frac: $tm[0].clipfrac,
        entropy: $tm[0].entropy, kl_loss: $tm[0].kl_loss, train_s: $ts}' >>"$RUN/metrics.jsonl"
-  tail -n 1 "$RUN/metrics.jsonl" | jq -r '"step \(.step) (\(.batch)): reward \(.reward_mean*1000|round/1000)  kept \(.kept)  train \(.train_s|round)s"' >&2
+  progress_eta "$step" "$STEPS" "$T0" "$last"
+  tail -n 1 "$RUN/metrics.jsonl" | jq -r --arg steps "$STEPS" --arg run "$REPLY" \
+    '"step \(.step)/\($steps) (\(.batch)): reward \(.reward_mean*1000|round/1000)  kept \(.kept)  train \(.train_s|round)s  (\($run))"' >&2
 done
 wall=$(elapsed "$T0")
 jq -nc --argjson s "$samples" --argjson w "$wall" --argjson steps "$STEPS" \

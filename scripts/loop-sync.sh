@@ -21,7 +21,8 @@
 # TRAIN_ARGS, CRITIC, CRITIC_ARGS, VALUES_ARGS, SEED (scripts/lib/loop.sh); ENDPOINT (default: start arl-serve on PORT, 30123);
 # SYNC_ARGS (default: --endpoint $ENDPOINT); EVAL_PROMPTS with EVAL_EVERY and
 # EVAL_K for held-out evaluation; EXP: an experiment file to source first;
-# TRACKING=tensorboard,wandb,mlflow to forward the metrics (scripts/track.py).
+# TRACKING=tensorboard,wandb,mlflow to forward the metrics (scripts/track.py);
+# PROGRESS_EVERY, PROGRESS for the progress lines (scripts/lib/progress.sh).
 #
 # It resumes: a step whose checkpoint exists is done (checkpoints appear
 # atomically); a re-run continues after the last one and re-syncs it.
@@ -37,10 +38,12 @@ track_start
 init_critic
 last=0
 while [ -d "$RUN/ckpt/step-$((last + 1))" ]; do last=$((last + 1)); done
-trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
+trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; progress_exit; true' EXIT
 serve_or_sync "$last"
 EVAL_EVERY=${EVAL_EVERY:-0}
 T0=$(now)
+# For each step's line: step K/STEPS, the loop's time so far and left.
+LOOP_T0=$T0 LOOP_FROM=$last
 samples=0
 eval_s=0
 for step in $(seq "$((last + 1))" "$STEPS"); do

@@ -20,6 +20,10 @@
 # MLflow store under $RUN/tracking/, the experiment's variables as
 # hyper-parameters, the exact commands attached).
 #
+# The long phases (SFT, evaluations, RL steps) show where they are on stderr
+# (scripts/lib/progress.sh): a line redrawn in place on a terminal, else a
+# plain line every PROGRESS_EVERY seconds (30; CI logs); PROGRESS=0: none.
+#
 # Re-running with RESUME=1 continues an interrupted run from its last
 # complete step (checkpoints are written atomically, so a step either has
 # its checkpoint or is redone).
@@ -66,7 +70,9 @@ make_prompts "$((BATCH * STEPS))" "$((SEED + 1000))" "$PROMPTS"
 make_prompts "$EVAL_N" "$((SEED + 2000))" "$EVAL_PROMPTS"
 
 # A server this script starts (evaluations, SFT checks) ends with it.
-trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
+# So does the progress line of the phase it is in (scripts/lib/progress.sh),
+# last: the server first.
+trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; progress_exit; true' EXIT
 
 # 2. SFT warm start -----------------------------------------------------------
 # With SFT_CHECK_EVERY=K, SFT runs K optimizer steps at a time (arl-train
@@ -78,7 +84,7 @@ trap '[ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
 # answer, which RL builds on, has formed — SFT stops; SFT_N demonstrations
 # are the most it runs. Each check is a {"phase":"sft_check"} line.
 sft_until_copying() {
-  local k=0 prev="$RUN/ckpt/init" resume="" out n steps=0 c d every
+  local k=0 prev="$RUN/ckpt/init" resume="" out n steps=0 c d every t0 from
   make_prompts "${SFT_CHECK_N:-32}" "$((SEED + 4000))" "$RUN/data/sft-check-prompts.jsonl"
   # RESUME=1: continue from the last stretch's checkpoint.
   for c in "$RUN"/ckpt/sft-*; do
@@ -93,14 +99,19 @@ sft_until_copying() {
   else
     : >"$RUN/logs/sft-metrics.jsonl"
   fi
+  # The progress line: steps out of SFT_STEPS at most, the rate since here.
+  printf -v t0 '%(%s)T' -1
+  from=$steps
   while :; do
     k=$((k + 1))
     out=$RUN/ckpt/sft-$k
     # No check before step SFT_CHECK_FROM: the stretches before it run as one.
     every=$SFT_CHECK_EVERY
     [ "$steps" -lt "${SFT_CHECK_FROM:-0}" ] && every=$((SFT_CHECK_FROM - steps))
+    progress_start -n "$SFT_STEPS" -m -f "$from" -t "$t0" "SFT step" progress_metrics "$RUN/logs/sft-metrics-$k.jsonl" "$steps"
     arl arl-train --loss sft --model "$prev" $resume --save "$out" -i "$RUN/data/sft.parquet" $SFT_ARGS --seed "$SEED" \
         --max-steps "$every" --metrics "$RUN/logs/sft-metrics-$k.jsonl" 2>>"$RUN/logs/sft.log"
+    progress_stop
     n=$(wc -l <"$RUN/logs/sft-metrics-$k.jsonl")
     cat "$RUN/logs/sft-metrics-$k.jsonl" >>"$RUN/logs/sft-metrics.jsonl"
     rm -f "$RUN/logs/sft-metrics-$k.jsonl"
@@ -113,10 +124,12 @@ sft_until_copying() {
     [ "$(jq '.input.complete // false' "$out/trainer_state/state.json")" = true ] && break
     d=$RUN/eval/sft-check-$steps
     mkdir -p "$d"
+    progress_start "SFT check at step $steps: sampling"
     start_server "$out" "$PORT" 0
     arl arl-rollout -q -i "$RUN/data/sft-check-prompts.jsonl" --endpoint "$URL" --tokenizer "$out" \
         -n "${SFT_CHECK_K:-8}" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
       | arl arl-reward -q $REWARD_ARGS -o "$d/sampled.jsonl"
+    progress_stop
     kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
     c=$(jq -sc --argjson step "$steps" '[.[] | select((.tool_calls // 0) > 0)] as $t
         | {phase: "sft_check", step: $step, tool_call_rate: (($t | length) / length),
@@ -132,6 +145,7 @@ sft_until_copying() {
 }
 
 if [ -z "${BASE_MODEL:-}" ] && [ ! -d "$RUN/ckpt/step-0" ]; then
+  progress_start "SFT data: $SFT_N demonstrations"
   arl arl-tasks "$TASK" -q -n "$SFT_N" $TASK_ARGS $SFT_TASK_ARGS --with-solutions --seed "$SEED" -o "$RUN/data/sft.jsonl"
   # A warm-up: SFT_WARMUP_N demonstrations (SFT_WARMUP_TASK_ARGS) trained
   # first — arl-train keeps the file's order — within the same run and schedule.
@@ -140,20 +154,27 @@ if [ -z "${BASE_MODEL:-}" ] && [ ! -d "$RUN/ckpt/step-0" ]; then
       -o "$RUN/data/sft-warmup.jsonl"
     cat "$RUN/data/sft-warmup.jsonl" "$RUN/data/sft.jsonl" >"$RUN/data/sft.jsonl.tmp"
     mv "$RUN/data/sft.jsonl.tmp" "$RUN/data/sft.jsonl"
+    progress_stop
     log "SFT warm-up: the first $SFT_WARMUP_N demonstrations with ${SFT_WARMUP_TASK_ARGS:-no extra flags}"
+    progress_start "SFT data: rendering"
   fi
   # Rendered with the chat template and tokenized once (arl-train render):
   # each SFT stretch below reads tokens instead of rendering every
   # demonstration again.
   arl arl-train render -q --model "$RUN/ckpt/init" -i "$RUN/data/sft.jsonl" -o "$RUN/data/sft.parquet"
+  progress_stop
+  # The most optimizer steps SFT makes (the progress line's count).
+  SFT_STEPS=$(progress_train_steps "$(wc -l <"$RUN/data/sft.jsonl")" "$SFT_ARGS")
   t=$(now)
   if [ "${SFT_CHECK_EVERY:-0}" -gt 0 ]; then
     log "SFT: at most $SFT_N demonstrations ($SFT_TASK_ARGS), until the tool-calling samples are right ≥ ${SFT_STOP_COPY:-0.5} of the time → ckpt/step-0"
     sft_until_copying
   else
     log "SFT: $SFT_N demonstrations ($SFT_TASK_ARGS) → ckpt/step-0"
+    progress_start -n "$SFT_STEPS" -t "$t" "SFT step" progress_metrics "$RUN/logs/sft-metrics.jsonl"
     arl arl-train --loss sft --model "$RUN/ckpt/init" --save "$RUN/ckpt/step-0" -i "$RUN/data/sft.parquet" \
         $SFT_ARGS --seed "$SEED" --metrics "$RUN/logs/sft-metrics.jsonl" 2>"$RUN/logs/sft.log"
+    progress_stop
   fi
   jq -c --arg s "$(elapsed "$t")" -s '{phase: "sft", steps: length, loss_first: .[0].loss, loss_last: .[-1].loss, seconds: ($s|tonumber)}' \
     "$RUN/logs/sft-metrics.jsonl" >>"$RUN/metrics.jsonl"

@@ -17,6 +17,8 @@
 #   N=100000 RESP=512 SLIME_N=2000 scripts/bench/advantage.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 # The environment `make` sets (tch finds libtorch in the cached venv).
 . scripts/env.sh
 N=${N:-100000}; RESP=${RESP:-512}; SLIME_N=${SLIME_N:-2000}
@@ -26,14 +28,16 @@ PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 # These tools do not link libtorch.
 cargo build --release --quiet -p arl-advantage -p arl-inspect
 ARL=target/release/arl-advantage
-W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-adv.XXXXXX"); trap 'rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-adv.XXXXXX"); trap 'rm -rf "$W"; progress_exit' EXIT
 target/release/arl-inspect convert -q -i testdata/sample-trajectories.jsonl -o "$W/template.parquet"
-echo "generating $N trajectories × $RESP response tokens (Parquet) ..." >&2
+progress_phase "advantage: generating $N trajectories × $RESP response tokens (Parquet)"
 "$PY" scripts/bench/py/advantage_gen.py "$N" "$RESP" "$W/template.parquet" "$W/gen.parquet"
 # Written again by arl, as arl-rollout writes trajectories: arl-advantage then
 # decodes only the columns it reads and copies the others undecoded.
 target/release/arl-inspect convert -q -i "$W/gen.parquet" -o "$W/in.parquet"; rm "$W/gen.parquet"
 "$PY" scripts/bench/py/advantage_gen.py "$SLIME_N" "$RESP" "$W/template.parquet" "$W/small.parquet"
+progress_stop
 TOKENS=$((N * RESP))
 
 now() { date +%s.%N; }
@@ -45,21 +49,22 @@ declare -A T C SPLIT DIFF
 for est in grpo gae; do
   args=(--estimator "$est")
   [ "$est" = grpo ] && args+=(--group-size 8) || args+=(--gamma "$GAMMA" --lambda "$LAMBDA")
-  echo "arl $est ..." >&2
+  progress_phase "advantage: arl $est"
   T[arl,$est]=$(wall "$ARL" -q --timings "${args[@]}" -i "$W/in.parquet" -o "$W/arl-$est.parquet")
   SPLIT[$est]=$(sed 's/^arl-advantage: timings: //' "$W/err")
   C[arl,$est]=$(sed -E 's/.*compute ([0-9.]+) s.*/\1/' "$W/err")
   RAYON_NUM_THREADS=1 "$ARL" -q --timings "${args[@]}" -i "$W/in.parquet" -o "$W/arl1-$est.parquet" 2>"$W/err"
   C[arl1,$est]=$(sed -E 's/.*compute ([0-9.]+) s.*/\1/' "$W/err")
-  echo "numpy $est ..." >&2
+  progress_phase "advantage: numpy $est"
   T[numpy,$est]=$(wall "$PY" scripts/bench/py/advantage_numpy.py "$est" "$GAMMA" "$LAMBDA" "$W/in.parquet" "$W/np-$est.parquet")
   C[numpy,$est]=$(pycompute)
-  echo "slime-style $est on $SLIME_N records ..." >&2
+  progress_phase "advantage: slime-style $est on $SLIME_N records"
   t=$(wall "$PY" scripts/bench/py/advantage_slime.py "$est" "$GAMMA" "$LAMBDA" "$W/small.parquet" "$W/sl-$est.parquet")
   T[slime,$est]=$(echo "$t * $N / $SLIME_N" | bc -l)
   C[slime,$est]=$(echo "$(pycompute) * $N / $SLIME_N" | bc -l)
   DIFF[$est]=$("$PY" scripts/bench/py/advantage_check.py "$W/arl-$est.parquet" "$W/np-$est.parquet" 4000)
 done
+progress_stop
 
 printf '\n%d trajectories × %d response tokens (%d M tokens), Parquet in and out; gae γ=%s λ=%s; %d cores\n' \
   "$N" "$RESP" $((TOKENS / 1000000)) "$GAMMA" "$LAMBDA" "$(nproc)"

@@ -19,16 +19,20 @@
 #   N=100000 RESP=512 REPEAT=1 scripts/bench/columnar.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 N=${N:-100000}; RESP=${RESP:-512}; REPEAT=${REPEAT:-1}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 cargo build --release --quiet -p arl-filter -p arl-reward -p arl-inspect
 B=target/release
-W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-col.XXXXXX"); trap 'rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-col.XXXXXX"); trap 'rm -rf "$W"; progress_exit' EXIT
 $B/arl-inspect convert -q -i testdata/sample-trajectories.jsonl -o "$W/template.parquet"
-echo "generating $N trajectories × $RESP response tokens with math responses ..." >&2
+progress_phase "columnar: generating $N trajectories × $RESP response tokens with math responses"
 "$PY" scripts/bench/py/advantage_gen.py "$N" "$RESP" "$W/template.parquet" "$W/gen.parquet" math
 $B/arl-inspect convert -q -i "$W/gen.parquet" -o "$W/in.parquet"; rm "$W/gen.parquet"
+progress_stop
 echo "input: $(du -m "$W/in.parquet" | cut -f1) MB" >&2
 
 # "seconds peak_kb" of a command; its stderr goes to $W/err
@@ -42,7 +46,7 @@ run() { # key cmd...
   local b; b=$(printf '%s' "$out" | best)
   S[$key]=${b% *}; K[$key]=${b#* }
 }
-echo "filter ..." >&2
+progress_phase "columnar: filter (arl, its record path, pyarrow; best of $REPEAT)"
 run filter_arl $B/arl-filter -q --drop-zero-std -i "$W/in.parquet" -o "$W/f.parquet"
 run filter_rec env ARL_NO_PASS_THROUGH=1 $B/arl-filter -q --drop-zero-std -i "$W/in.parquet" -o "$W/f2.parquet"
 run filter_py "$PY" scripts/bench/py/filter_pyarrow.py "$W/in.parquet" "$W/f3.parquet"
@@ -57,7 +61,7 @@ if a.num_rows != b.num_rows or bad:
     sys.exit(f"arl-filter's output differs from pyarrow's: {a.num_rows} vs {b.num_rows} rows, columns {bad}")
 PY
 rm -f "$W/f2.parquet" "$W/f3.parquet"
-echo "reward ..." >&2
+progress_phase "columnar: reward (arl, its record path, cp + sync; best of $REPEAT)"
 run reward_arl $B/arl-reward -q --timings --rm math -i "$W/in.parquet" -o "$W/r.parquet"
 SPLIT_PT=$(sed 's/^arl-reward: timings: //' "$W/err")
 run reward_rec env ARL_NO_PASS_THROUGH=1 $B/arl-reward -q --timings --rm math -i "$W/in.parquet" -o "$W/r2.parquet"
@@ -66,9 +70,10 @@ SPLIT_REC=$(sed 's/^arl-reward: timings: //' "$W/err")
 # and syncing it to disk (arl-reward's output is the input plus two columns).
 run copy sh -c 'cp "$1" "$2" && sync "$2"' sh "$W/in.parquet" "$W/copy.parquet"
 rm -f "$W/copy.parquet" "$W/r2.parquet"
-echo "stats ..." >&2
+progress_phase "columnar: stats (arl, pyarrow; best of $REPEAT)"
 run stats_arl $B/arl-inspect stats -i "$W/in.parquet"
 run stats_py "$PY" scripts/bench/py/stats_pyarrow.py "$W/in.parquet"
+progress_stop
 
 printf '\n%d trajectories × %d response tokens, %s MB of zstd Parquet written by arl; %d cores; best of %d\n' \
   "$N" "$RESP" "$(du -m "$W/in.parquet" | cut -f1)" "$(nproc)" "$REPEAT"

@@ -17,20 +17,31 @@
 # accuracy ≤ 0.1 after SFT and ≥ 0.9 after RL, each run ≤ 15 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 SEEDS=${SEEDS:-1 2 3 4 5}
 EXP=${EXP:-experiments/demo.env}
 BIN=${BIN:-target/release}
 [ -x "$BIN/arl-train" ] || { echo "demo-seeds: build first (make build)" >&2; exit 2; }
+. scripts/lib/progress.sh
+trap 'progress_exit' EXIT
 name=$(basename "$EXP" .env)
 if [ "${REPORT:-0}" != 1 ]; then
+  i=0
   for s in $SEEDS; do
+    i=$((i + 1))
     run=runs/$name-seed-$s
     echo "== seed $s → $run" >&2
     t0=$(date +%s.%N)
     mkdir -p runs
+    # While it runs: its time, and the last line of its log (run.sh's own
+    # progress lines, every PROGRESS_EVERY seconds there).
+    progress_start "seed $s ($i of $(wc -w <<<"$SEEDS"))" progress_last_line "runs/.$name-seed-$s.log"
     if ! SEED=$s RUN=$run scripts/run.sh "$EXP" >"runs/.$name-seed-$s.log" 2>&1; then
+      progress_stop
       echo "   seed $s: run.sh failed (runs/.$name-seed-$s.log)" >&2
     fi
+    progress_stop
     mkdir -p "$run"
     echo "$(date +%s.%N) - $t0" | bc >"$run/wall_seconds"
   done

@@ -9,6 +9,8 @@
 #   N=200 K=2 scripts/bench/grader-agreement.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 N=${N:-200}; K=${K:-2}; SEED=${SEED:-7}; PORT=${PORT:-30177}
 MODEL=${MODEL:-$HOME/.cache/arl/models/SmolLM2-135M-Instruct}

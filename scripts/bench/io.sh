@@ -8,6 +8,8 @@
 #   N=20000 RESP=512 scripts/bench/io.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 N=${N:-20000}; RESP=${RESP:-512}; REPS=${REPS:-3}
 . scripts/env.sh
 PY=$ARL_PYTHON

@@ -14,6 +14,8 @@
 # and a separate inference fleet it is the whole rollout or training time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 # The environment `make` sets (tch finds libtorch in the cached venv).
 . scripts/env.sh
 . experiments/demo.env

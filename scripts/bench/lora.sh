@@ -19,6 +19,8 @@
 #   scripts/bench/lora.sh                       # B=8 L=512 R=16 REPEAT=3
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 B=${B:-8}; L=${L:-512}; R=${R:-16}; REPEAT=${REPEAT:-3}; THREADS=${THREADS:-$(nproc)}; SYNC=${SYNC:-1}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
@@ -27,7 +29,8 @@ cargo build --release --quiet -p arl-train
 [ "$SYNC" = 1 ] && cargo build --release --quiet -p arl-serve -p arl-sync
 BIN=target/release
 W=$(mktemp -d); SERVER=
-trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$W"; progress_exit' EXIT
 MODEL=${MODEL:-${ARL_MODELS:-${ARL_CACHE:-$HOME/.cache/arl}/models}/SmolLM2-135M-Instruct}
 if [ ! -f "$MODEL/config.json" ]; then
   echo "($MODEL not found: a random model of SmolLM2's shape)"
@@ -63,8 +66,11 @@ printf 'SmolLM2-135M shape (%s), one RL step on %s × %s tokens (one micro-batch
 printf '%-42s %12s %8s %18s %18s\n' run 'peak RSS MB' step_s 'optimizer bytes' 'checkpoint bytes'
 LEAN="--gradient-checkpointing --logprob-chunk-tokens 256 --max-tokens-per-micro-batch 1024"
 for CK in "" "$LEAN"; do
+  progress_phase "lora: full fine-tuning, one step${CK:+ (memory-lean)}"
   read -r FR FS FO FC <<<"$(step full $CK)"
+  progress_phase "lora: LoRA r=$R, one step${CK:+ (memory-lean)}"
   read -r LR_ LS LO LC <<<"$(step lora $CK --lora-rank "$R" --lora-targets all-linear)"
+  progress_stop
   [ -n "$CK" ] && echo "memory-lean: $CK"
   printf '%-42s %12s %8s %18s %18s\n' "full fine-tuning" "$FR" "$FS" "$FO" "$FC"
   printf '%-42s %12s %8s %18s %18s\n' "LoRA r=$R all-linear" "$LR_" "$LS" "$LO" "$LC"
@@ -75,6 +81,7 @@ fi
 
 # 2. Sync: the full checkpoint (the model itself, as arl-train saves it) vs an
 # adapter of rank R (part 1's, or one made here with a memory-lean step).
+progress_phase "lora: weight sync, full checkpoint vs adapter, best of $REPEAT"
 [ -f "$W/lora/adapter_config.json" ] ||
   step lora --lora-rank "$R" --lora-targets all-linear --gradient-checkpointing --logprob-chunk-tokens 256 \
     --max-tokens-per-micro-batch 1024 >/dev/null
@@ -104,5 +111,6 @@ apply() { # PATH BODY: the best time of REPEAT POSTs (the server's own work, no 
 }
 AF=$(apply /update_weights_from_disk "{\"model_path\": \"$MODEL\"}")
 AL=$(apply /load_lora_adapter "{\"lora_name\": \"policy\", \"lora_path\": \"$W/lora\"}")
+progress_stop
 "$PY" -c "print('the servers applying it (best of $REPEAT POSTs): full checkpoint %.3f s, adapter %.3f s: %.1fx' % ($AF, $AL, $AF/$AL))"
 "$PY" -c "print('arl-sync end to end (best of $REPEAT, verified by a generation): full %.3f s, adapter %.3f s: %.1fx' % ($SF, $SL, $SF/$SL))"

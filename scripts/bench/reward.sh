@@ -17,6 +17,8 @@
 # (ARL_REWARD_BIN=path uses that binary instead of building the release one.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 # The environment `make` sets (tch finds libtorch in the cached venv).
 . scripts/env.sh
 N=${N:-100000}; BASELINE_N=${BASELINE_N:-5000}; SEED=${SEED:-0}; REPS=${REPS:-3}

@@ -11,6 +11,8 @@
 #   N1=100 N2=300 ROUNDS=3 BASE=/tmp/base/arl-rollout scripts/bench/rollout-trace-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 # The environment `make` sets (tch finds libtorch in the cached venv).
 . scripts/env.sh
 N1=${N1:-100}; N2=${N2:-300}; ROUNDS=${ROUNDS:-3}

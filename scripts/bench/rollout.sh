@@ -10,6 +10,8 @@
 #   N=20000 CONCURRENCY=64 OUT_TOKENS=64 ROUNDS=3 scripts/bench/rollout.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 # The environment `make` sets (tch finds libtorch in the cached venv).
 . scripts/env.sh
 N=${N:-10000}; CONCURRENCY=${CONCURRENCY:-64}; OUT_TOKENS=${OUT_TOKENS:-64}

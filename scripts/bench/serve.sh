@@ -15,6 +15,8 @@
 #   MODEL=testdata/tiny-model CONC=64 NEW=64 PROMPT=32 REPEAT=10 DP=2 scripts/bench/serve.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 # The environment `make` sets (tch finds libtorch in the cached venv).
 . scripts/env.sh
 MODEL=${MODEL:-testdata/tiny-model}; CONC=${CONC:-64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-32}; REPEAT=${REPEAT:-10}

@@ -12,6 +12,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 bin=${1:-${BIN:-target/release}}
 runs=${RUNS:-55}
 tools=${TOOLS:-"arl-filter arl-advantage arl-reward arl-inspect arl-tasks arl-rollout arl-sync arl-env"}

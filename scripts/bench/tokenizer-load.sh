@@ -19,6 +19,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 dir=${1:-$ARL_CACHE/models/qwen3-tokenizer}
 runs=${RUNS:-15}

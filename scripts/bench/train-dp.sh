@@ -9,11 +9,13 @@
 # Each rank gets THREADS/NPROC libtorch threads, so both runs use the same
 # cores: the ratio measures data parallelism, not extra hardware. On a
 # machine with fewer cores than NPROC, or shared with other work, it says
-# little (see the README).
+# little (see docs/benchmarks.md).
 #
 #   STEPS=6 BATCH=8 LEN=256 LAYERS=4 HIDDEN=256 NPROC=2 scripts/bench/train-dp.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 # The environment `make` sets (tch finds libtorch in the cached venv).
 . scripts/env.sh
 STEPS=${STEPS:-6}; BATCH=${BATCH:-8}; LEN=${LEN:-256}; LAYERS=${LAYERS:-4}; HIDDEN=${HIDDEN:-256}
@@ -22,17 +24,20 @@ PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cargo build --release --quiet -p arl-train
 ARL=target/release/arl-train
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+W=$(mktemp -d); trap 'rm -rf "$W"; progress_exit' EXIT
 
 . scripts/bench/lib/train-setup.sh
 
 run() { # nproc threads-per-rank metrics
+  progress_phase "train-dp: $STEPS steps as $1 process(es) of $2 thread(s)" progress_metrics "$3"
   "$ARL" --model "$W/model" -i "$W/recs.jsonl" --global-batch-size "$BATCH" \
     --max-tokens-per-micro-batch $((BATCH * LEN)) --threads "$2" --nproc "$1" --metrics "$3" -q
 }
 PER_RANK=$(( THREADS / NPROC > 0 ? THREADS / NPROC : 1 ))
 run 1 "$THREADS" "$W/m1.jsonl"
 run "$NPROC" "$PER_RANK" "$W/mN.jsonl"
+progress_stop
 
 "$PY" - "$W/m1.jsonl" "$W/mN.jsonl" "$NPROC" "$LAYERS" "$HIDDEN" "$STEPS" "$BATCH" "$LEN" "$THREADS" <<'PYEOF'
 import json, sys

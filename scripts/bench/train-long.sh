@@ -16,13 +16,16 @@
 #   SHAPE=smollm2 LENS="2048 4096 8192 16384" scripts/bench/train-long.sh   # minutes per long step on a CPU
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 SHAPE=${SHAPE:-smollm2}; LENS=${LENS:-2048 4096 8192 16384}; THREADS=${THREADS:-$(nproc)}; EXTRA=${EXTRA:-}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 if [ -z "${GOMP_SPINCOUNT:-}" ] && [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=1000; fi
 cargo build --release --quiet -p arl-train
 ARL=target/release/arl-train
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+W=$(mktemp -d); trap 'rm -rf "$W"; progress_exit' EXIT
 case "$SHAPE" in
   smollm2) CFG='"model_type": "llama", "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "rope_theta": 100000.0, "rms_norm_eps": 1e-5' ;;
   qwen05) CFG='"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6' ;;
@@ -35,7 +38,10 @@ V=$("$PY" -c "import json; print(json.load(open('$W/cfg.json'))['vocab_size'])")
 printf '%s shape, one sample per step, gradient checkpointing, %s threads\n' "$SHAPE" "$THREADS"
 printf '%8s %10s %14s %20s\n' tokens step_s 'peak RSS MB' 'MB per 1k tokens'
 PREV_L=; PREV_R=
+i=0
 for L in $LENS; do
+  i=$((i + 1))
+  progress_phase "train-long: one RL step on $L tokens ($i of $(wc -w <<<"$LENS"))"
   "$PY" - "$L" "$V" > "$W/rec.jsonl" <<'PYEOF'
 import json, random, sys
 n, v = int(sys.argv[1]), int(sys.argv[2])
@@ -52,6 +58,7 @@ PYEOF
   S=$("$PY" -c "import json; print(round(json.loads(open('$W/m.jsonl').readlines()[-1])['step_time_s'], 1))")
   PER=-
   if [ -n "$PREV_L" ]; then PER=$("$PY" -c "print(round(($R - $PREV_R) / (($L - $PREV_L) / 1000), 1))"); fi
+  progress_stop
   printf '%8d %10s %14d %20s\n' "$L" "$S" "$R" "$PER"
   PREV_L=$L; PREV_R=$R
 done

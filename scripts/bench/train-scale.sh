@@ -15,7 +15,7 @@
 # resident set: model, optimizer state and activations), and the ratios.
 #
 #   scripts/bench/train-scale.sh                          # N=8, lengths 32..8192 (long on a CPU)
-#   N=8 MAX=2048 BUDGET=4096 scripts/bench/train-scale.sh # this machine's figures in the README
+#   N=8 MAX=2048 BUDGET=4096 scripts/bench/train-scale.sh # figures in docs/benchmarks.md
 #   FIXED=1024 N=8 scripts/bench/train-scale.sh           # one length: packing gains nothing
 #   DEVICE=cuda PRECISION=bf16 LAYERS=24 scripts/bench/train-scale.sh   # on a GPU (not run here: no GPU)
 #
@@ -25,6 +25,8 @@
 # own max_memory_allocated is printed too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 N=${N:-8}; MIN=${MIN:-32}; MAX=${MAX:-8192}; FIXED=${FIXED:-}; LAYERS=${LAYERS:-4}
 BUDGET=${BUDGET:-8192}; THREADS=${THREADS:-$(nproc)}; SEED=${SEED:-0}
@@ -34,7 +36,8 @@ PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 if [ -z "${GOMP_SPINCOUNT:-}" ] && [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=1000; fi
 cargo build --release --quiet -p arl-train
 ARL=target/release/arl-train
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+W=$(mktemp -d); trap 'rm -rf "$W"; progress_exit' EXIT
 . scripts/bench/lib/qwen05-model.sh
 "$PY" - "$N" "$MIN" "$MAX" "$SEED" "$FIXED" > "$W/recs.jsonl" <<'PYEOF'
 import json, math, random, sys
@@ -73,11 +76,17 @@ arl() {
   rm -f "$W/m.jsonl"
   echo "$tps $rss"
 }
+progress_phase "train-scale: arl-train, one step on $N responses"
 read -r A_TPS A_LOSS A_RSS <<<"$(arl)"
+progress_phase "train-scale: arl-train padded (--no-packing)"
 read -r P_TPS P_LOSS P_RSS <<<"$(arl --no-packing)"
 # The PyTorch loop may run out of memory where arl-train does not: then its
 # figures are its peak RSS when it died, and no rate.
-if T_RSS=$(peak "$PY" scripts/bench/py/train_scale_baseline.py "$W/model" "$W/recs.jsonl" "$BUDGET" "$THREADS" "$DEVICE" "$PY_DTYPE"); then
+progress_phase "train-scale: the PyTorch loop"
+T_OK=1
+T_RSS=$(peak "$PY" scripts/bench/py/train_scale_baseline.py "$W/model" "$W/recs.jsonl" "$BUDGET" "$THREADS" "$DEVICE" "$PY_DTYPE") || T_OK=0
+progress_stop
+if [ "$T_OK" = 1 ]; then
   read -r T_TPS T_LOSS <<<"$("$PY" -c "import json; d=json.loads(open('$W/out').read()); print(d['tokens_per_s'], d['loss'])")"
 else
   T_RSS=$(tail -1 "$W/rss"); T_TPS=nan; T_LOSS=nan

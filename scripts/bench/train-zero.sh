@@ -12,12 +12,15 @@
 #   NPROC=2 LAYERS=8 scripts/bench/train-zero.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The machine (CPU model, cores, memory, commit) beside every figure.
+. scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 NPROC=${NPROC:-2}; LAYERS=${LAYERS:-4}; N=${N:-4}; LEN=${LEN:-256}; THREADS=${THREADS:-1}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 cargo build --release --quiet -p arl-train
 ARL=target/release/arl-train
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+W=$(mktemp -d); trap 'rm -rf "$W"; progress_exit' EXIT
 . scripts/bench/lib/qwen05-model.sh
 "$PY" - "$N" "$LEN" > "$W/recs.jsonl" <<'PYEOF'
 import json, random, sys
@@ -29,6 +32,7 @@ for i in range(n):
 PYEOF
 run() {  # name, arl-train flags…
   local name=$1; shift
+  progress_phase "train-zero: $name${*:+ ($*)}"
   "$ARL" --model "$W/model" -i "$W/recs.jsonl" --loss sft --lr 1e-4 --threads "$THREADS" -q \
     --save "$W/$name" --save-dtype float32 --metrics "$W/$name.jsonl" "$@"
 }
@@ -36,6 +40,7 @@ run one
 run z0 --nproc "$NPROC"
 run z1 --nproc "$NPROC" --zero-stage 1
 run z2 --nproc "$NPROC" --zero-stage 2
+progress_stop
 "$PY" - "$W" "$NPROC" "$LAYERS" "$N" "$LEN" <<'PYEOF'
 import json, sys
 import numpy as np

@@ -56,6 +56,9 @@ fi
 : "${SEED:=1}"
 : "${KEEP_OPTIMIZER:=0}"
 
+# Progress lines of the long phases (progress_start/progress_stop).
+. scripts/lib/progress.sh
+
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc; }
@@ -251,12 +254,15 @@ jget() { jq -c "$2 // null" "$1"; }
 eval_policy() {
   local step=$1 endpoint=$2 tok=$3 d="$RUN/eval/step-$1"
   mkdir -p "$d"
+  progress_start "eval step $step: greedy"
   arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" $(lora_flag "$tok") \
       -n 1 --temperature 0 $ROLLOUT_ARGS \
     | arl arl-reward -q $REWARD_ARGS -o "$d/greedy.jsonl"
+  progress_start "eval step $step: ${EVAL_K:-8} samples per prompt"
   arl arl-rollout -q -i "$EVAL_PROMPTS" --endpoint "$endpoint" --tokenizer "$tok" $(lora_flag "$tok") \
       -n "${EVAL_K:-8}" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
     | arl arl-reward -q $REWARD_ARGS -o "$d/sampled.jsonl"
+  progress_stop
   arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/greedy.jsonl" >"$d/greedy.stats.json"
   arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/sampled.jsonl" >"$d/sampled.stats.json"
   local g gl gf sl
@@ -285,20 +291,33 @@ eval_policy() {
 # endpoint, reward, filter, (values,) advantages, one arl-train run from
 # POLICY_DIR into OUT_DIR. Every intermediate file is
 # kept under $RUN/steps/step-N/ (inputs for replay: batch.jsonl, the policy,
-# the seed). Appends a {"phase":"rl"} line.
+# the seed). Appends a {"phase":"rl"} line. With STEPS, LOOP_T0 (when the
+# loop's first step started) and LOOP_FROM (the step before it), its line
+# says "step K/STEPS" and the loop's time so far and left.
 rl_step() {
-  local step=$1 endpoint=$2 policy=$3 out=$4 d="$RUN/steps/step-$1" t0 t1 t2
+  local step=$1 endpoint=$2 policy=$3 out=$4 d="$RUN/steps/step-$1" t0 t1 t2 of="" run="" m=0
+  [ -n "${STEPS:-}" ] && of=/$STEPS
   mkdir -p "$d"
   t0=$(now)
+  # Where the rollout is: the samples its trace has ended (--trace writes
+  # rollout.trace.jsonl.partial as it goes).
+  progress_start -n "$((BATCH * N))" -u samples "step $step$of: rollout" progress_count "$d/rollout.trace.jsonl" sample_end
   arl arl-rollout -q -i "$PROMPTS" --batch-size "$BATCH" --step "$((step - 1))" --seed "$SEED" \
       --endpoint "$endpoint" --tokenizer "$policy" $(lora_flag "$policy") -n "$N" --temperature "$TEMPERATURE" $ROLLOUT_ARGS \
       --trace "$d/rollout.trace.jsonl" \
     | arl arl-reward -q $REWARD_ARGS -o "$d/scored.jsonl"
   t1=$(now)
+  progress_start "step $step$of: advantages"
   arl arl-filter -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
     | values_of "$step" \
     | arl arl-advantage -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
+  # arl-train's optimizer steps: a line each in train-metrics.jsonl (which a
+  # step that is run again appends to).
+  [ -f "$d/train-metrics.jsonl" ] && m=$(wc -l <"$d/train-metrics.jsonl")
+  progress_start -n "$(progress_train_steps "$(wc -l <"$d/batch.jsonl")" "$TRAIN_ARGS")" -u "optimizer steps" \
+    "step $step$of: training" progress_metrics "$d/train-metrics.jsonl" "-$m"
   train_step "$step" "$policy" "$out" "$d"
+  progress_stop
   t2=$(now)
   arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/scored.jsonl" >"$d/stats.json"
   local acc
@@ -313,6 +332,10 @@ rl_step() {
        by: ($st[0] | with_entries(select(.key | startswith("by_metadata"))) | map_values(map_values({reward: .reward.mean, tool_calls: .tool_calls_mean}))),
        rollout_s: $rs, train_s: $ts, samples_per_s: ($st[0].records / ($rs + $ts))}' \
     >>"$RUN/metrics.jsonl"
+  if [ -n "$of" ] && [ -n "${LOOP_T0:-}" ]; then
+    progress_eta "$step" "$STEPS" "$LOOP_T0" "${LOOP_FROM:-0}"
+    run="  ($REPLY)"
+  fi
   tail -n 1 "$RUN/metrics.jsonl" \
-    | jq -r '"step \(.step): reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls \(.tool_call_rate*100|round/100)  loss \(.loss*10000|round/10000)\(if .value_loss == null then "" else "  value loss \(.value_loss*10000|round/10000) expl. var \(.value_explained_var // "n/a" | if type == "number" then .*1000|round/1000 else . end)" end)  rollout \(.rollout_s|round)s train \(.train_s|round)s"' >&2
+    | jq -r --arg of "$of" --arg run "$run" '"step \(.step)\($of): reward \(.reward_mean*1000|round/1000)  accuracy \(.accuracy*1000|round/1000)  tool calls \(.tool_call_rate*100|round/100)  loss \(.loss*10000|round/10000)\(if .value_loss == null then "" else "  value loss \(.value_loss*10000|round/10000) expl. var \(.value_explained_var // "n/a" | if type == "number" then .*1000|round/1000 else . end)" end)  rollout \(.rollout_s|round)s train \(.train_s|round)s\($run)"' >&2
 }
