@@ -19,7 +19,8 @@ PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 cargo build --release --quiet -p arl-serve -p arl-rollout -p arl-tasks -p arl-reward
 B=target/release
 W=$(mktemp -d "${TMPDIR:-/tmp}/arl-grader.XXXXXX")
-cleanup() { [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"; }
+. scripts/lib/progress.sh
+cleanup() { [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"; progress_exit; }
 trap cleanup EXIT
 for d in 1 2 3; do
   $B/arl-tasks arith -q -n $((N / 3 + 1)) --difficulty $d --seed $((SEED + d)) -o "$W/p$d.jsonl"
@@ -30,11 +31,13 @@ $B/arl-serve --model-path "$MODEL" --port "$PORT" 2>"$W/serve.log" &
 SERVER=$!
 for _ in $(seq 600); do grep -q "listening on" "$W/serve.log" && break; sleep 0.2; done
 grep -q "listening on" "$W/serve.log" || { cat "$W/serve.log" >&2; exit 1; }
-echo "sampling $N prompts × $K ..." >&2
+progress_phase "grader-agreement: sampling $N prompts × $K, graded by arl"
 $B/arl-rollout -q -i "$W/prompts.jsonl" --endpoint "http://127.0.0.1:$PORT" --tokenizer "$MODEL" \
     -n "$K" --temperature 0.8 --seed "$SEED" --max-response-len 256 \
   | $B/arl-reward -q --rm math -o "$W/scored.jsonl"
 jq -c '{response: .response, label: (.label | tostring)}' "$W/scored.jsonl" >"$W/corpus.jsonl"
+progress_phase "grader-agreement: grading with math-verify"
 "$PY" scripts/bench/py/math_baselines.py math_verify "$W/corpus.jsonl" "$W/mv.txt" 2>/dev/null
+progress_stop
 "$PY" scripts/bench/py/grader_agreement.py "$W/scored.jsonl" "$W/mv.txt"
 [ -n "${KEEP:-}" ] && cp "$W/scored.jsonl" "$W/mv.txt" "$KEEP"/ || true

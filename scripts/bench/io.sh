@@ -15,8 +15,9 @@ N=${N:-20000}; RESP=${RESP:-512}; REPS=${REPS:-3}
 PY=$ARL_PYTHON
 cargo build --release --quiet -p arl-inspect
 ARL=target/release/arl-inspect
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-echo "generating $N records with $RESP response tokens ..." >&2
+. scripts/lib/progress.sh
+W=$(mktemp -d); trap 'rm -rf "$W"; progress_exit' EXIT
+progress_phase "io: generating $N records with $RESP response tokens"
 "$PY" scripts/bench/py/gen_trajectories.py "$N" "$RESP" "$W/in.jsonl"
 "$ARL" convert -q -i "$W/in.jsonl" -o "$W/in.parquet"
 MB=$(du -m "$W/in.jsonl" | cut -f1)
@@ -33,12 +34,15 @@ best() {
 }
 
 declare -A T
+progress_phase "io: arl-inspect convert, best of $REPS each way"
 T[arl,j2p]=$(best "$ARL" convert -q -i "$W/in.jsonl" -o "$W/a.parquet")
 T[arl,p2j]=$(best "$ARL" convert -q -i "$W/in.parquet" -o "$W/a.jsonl")
 for lib in pyarrow polars; do
+  progress_phase "io: $lib, best of $REPS each way"
   T[$lib,j2p]=$(best "$PY" scripts/bench/py/io_baseline.py $lib j2p "$W/in.jsonl" "$W/$lib.parquet")
   T[$lib,p2j]=$(best "$PY" scripts/bench/py/io_baseline.py $lib p2j "$W/in.parquet" "$W/$lib.jsonl")
 done
+progress_stop
 
 printf '\n%d records, %d response tokens each, JSONL %d MB, best of %d\n' "$N" "$RESP" "$MB" "$REPS"
 printf '%-10s %-14s %10s %12s %10s %14s\n' tool direction seconds records/s MB/s "arl speed-up"

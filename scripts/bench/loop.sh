@@ -28,8 +28,13 @@ BIN=target/release
 "$BIN/arl-tasks" "$TASK" -q -n "$((BATCH * (STEPS + 4)))" $TASK_ARGS --seed 4242 -o "$OUT/prompts.jsonl"
 export BATCH N TEMPERATURE ROLLOUT_ARGS REWARD_ARGS FILTER_ARGS ADV_ARGS TRAIN_ARGS KEEP_OPTIMIZER
 export MODEL PROMPTS=$OUT/prompts.jsonl STEPS SEED
+. scripts/lib/progress.sh
+trap progress_exit EXIT
+progress_phase "loop: scripts/loop-sync.sh, $STEPS steps" progress_last_line "$OUT/sync.log"
 RUN=$OUT/sync PORT=30131 scripts/loop-sync.sh 2>"$OUT/sync.log"
+progress_phase "loop: scripts/loop-async.sh, $STEPS steps" progress_last_line "$OUT/async.log"
 RUN=$OUT/async PORT=30132 MAX_STALENESS=${MAX_STALENESS:-2} MAX_AHEAD=${MAX_AHEAD:-2} scripts/loop-async.sh 2>"$OUT/async.log"
+progress_stop
 s=$(jq -s '[.[] | select(.phase=="sync")][-1].samples_per_s' "$OUT/sync/metrics.jsonl")
 a=$(jq -s '[.[] | select(.phase=="async")][-1].samples_per_s' "$OUT/async/metrics.jsonl")
 dropped=$(jq -s '[.[] | select(.phase=="rl") | (.samples - .kept)] | add' "$OUT/async/metrics.jsonl")

@@ -25,8 +25,9 @@ N=${N:-100000}; BASELINE_N=${BASELINE_N:-5000}; SEED=${SEED:-0}; REPS=${REPS:-3}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 [ -n "${ARL_REWARD_BIN:-}" ] || cargo build --release --quiet -p arl-reward
 ARL=${ARL_REWARD_BIN:-target/release/arl-reward}
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-echo "generating $N responses ..." >&2
+. scripts/lib/progress.sh
+W=$(mktemp -d); trap 'rm -rf "$W"; progress_exit' EXIT
+progress_phase "reward: generating $N responses"
 "$PY" scripts/bench/py/gen_math_corpus.py "$N" "$W/corpus.jsonl" "$SEED"
 head -n "$BASELINE_N" "$W/corpus.jsonl" > "$W/base.jsonl"
 BN=$(wc -l < "$W/base.jsonl")
@@ -42,13 +43,14 @@ best() {
   echo "$best"
 }
 
-echo "grading with arl-reward ..." >&2
+progress_phase "reward: grading $N with arl-reward, best of $REPS on 1 and $(nproc) threads"
 T_ARL1=$(RAYON_NUM_THREADS=1 best "$ARL" --rm math -q -i "$W/corpus.jsonl" -o "$W/arl.jsonl")
 T_ARLN=$(best "$ARL" --rm math -q -i "$W/corpus.jsonl" -o "$W/arl.jsonl")
-echo "grading $BN with the slime-style baseline ..." >&2
+progress_phase "reward: grading $BN with the slime-style baseline"
 T_SLIME=$("$PY" scripts/bench/py/math_baselines.py slime "$W/base.jsonl" "$W/slime.txt" 2>&1 | awk '/^SECONDS/{print $2}')
-echo "grading $BN with math-verify ..." >&2
+progress_phase "reward: grading $BN with math-verify"
 T_MV=$("$PY" scripts/bench/py/math_baselines.py math_verify "$W/base.jsonl" "$W/mv.txt" 2>&1 | awk '/^SECONDS/{print $2}')
+progress_stop
 
 printf '\n%d responses for arl, %d for the baselines (same first %d), one core unless noted\n' "$N" "$BN" "$BN"
 printf '%-22s %9s %12s %12s %14s\n' grader responses seconds "µs/response" "arl speed-up"

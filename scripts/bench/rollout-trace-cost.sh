@@ -20,7 +20,8 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1
 cargo build --release --quiet -p arl-rollout -p arl-serve
 W=$(mktemp -d "${TMPDIR:-/tmp}/arl-bench-trace.XXXXXX")
 SERVER=
-trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$W"; progress_exit' EXIT
 python3 - "$W" "$N1" "$N2" <<'EOF'
 import json, os, sys
 w, n1, n2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -82,15 +83,20 @@ run() {
   printf '%s\n' "${v[@]}" | sort -n | sed -n "$(( (ROUNDS + 1) / 2 ))p"
 }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.2f%%", 100 * (a - b) / b }'; }
+progress_phase "rollout-trace-cost: callgrind, $ROUNDS rounds of $N1 and $N2 prompts, without --trace"
 off=$(run target/release/arl-rollout)
 # The count per request assumes two turns per sample.
 [ "$(grep -c '"turns":2,' "$W/out.jsonl")" = "$N2" ] || { echo "episodes are not two turns each" >&2; exit 1; }
+progress_phase "rollout-trace-cost: the same with --trace"
 on=$(run target/release/arl-rollout --trace "$W/trace.jsonl")
+progress_stop
 printf '%-28s %12s\n' "instructions per request" ""
 printf '%-28s %12d\n' "without --trace" "$off"
 printf '%-28s %12d  (%s)\n' "with --trace" "$on" "$(pct "$on" "$off")"
 if [ -n "${BASE:-}" ]; then
+  progress_phase "rollout-trace-cost: the same for BASE"
   base=$(run "$BASE")
+  progress_stop
   printf '%-28s %12d\n' "BASE (${BASE})" "$base"
   printf '%-28s %12s\n' "without --trace vs BASE" "$(pct "$off" "$base")"
 fi

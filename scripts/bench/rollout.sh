@@ -17,4 +17,9 @@ cd "$(dirname "$0")/../.."
 N=${N:-10000}; CONCURRENCY=${CONCURRENCY:-64}; OUT_TOKENS=${OUT_TOKENS:-64}
 PY=${ARL_PYTHON:-$HOME/.cache/arl/venv-torch-2.13.0/bin/python}
 cargo build --release --quiet -p arl-rollout
-"$PY" scripts/bench/py/rollout_bench.py target/release/arl-rollout "$N" "$CONCURRENCY" "$OUT_TOKENS"
+. scripts/lib/progress.sh
+trap progress_exit EXIT
+progress_phase "rollout: $N requests per run, arl-rollout and the Python client alternating"
+OUT=$("$PY" scripts/bench/py/rollout_bench.py target/release/arl-rollout "$N" "$CONCURRENCY" "$OUT_TOKENS")
+progress_stop
+printf '%s\n' "$OUT"

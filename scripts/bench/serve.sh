@@ -30,10 +30,14 @@ W=$(mktemp -d)
 LOG="$W/serve.log"
 target/release/arl-serve --model-path "$MODEL" --port 0 --device "$DEVICE" --max-running-requests "$CONC" --dp-size "$DP" ${SERVE_ARGS:-} 2>"$LOG" &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$W"' EXIT
+. scripts/lib/progress.sh
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$W"; progress_exit' EXIT
 for _ in $(seq 600); do grep -q 'listening on' "$LOG" && break; sleep 0.1; done
 URL=$(sed -n 's/^arl-serve: listening on //p' "$LOG" | head -1)
 [ -n "$URL" ] || { cat "$LOG" >&2; exit 1; }
 # Which matrix multiply the server measured faster (`--cpu-matmul auto`).
 sed -n 's/^arl-serve: CPU matmul/CPU matmul/p' "$LOG"
-"$PY" scripts/bench/py/serve_bench.py "$URL" "$MODEL" "$CONC" "$NEW" "$PROMPT" "$DEVICE" "$REPEAT"
+progress_phase "serve: $REPEAT rounds of $CONC × $NEW new tokens, arl-serve then transformers.generate"
+OUT=$("$PY" scripts/bench/py/serve_bench.py "$URL" "$MODEL" "$CONC" "$NEW" "$PROMPT" "$DEVICE" "$REPEAT")
+progress_stop
+printf '%s\n' "$OUT"
