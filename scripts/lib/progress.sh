@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Where a long phase is, on stderr (sourced by scripts/lib/loop.sh and the
 # benchmarks; not run). While the phase's commands run in the foreground, a
 # monitor in the background reads how far they got and shows it:

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the benchmark scripts: `bench_machine` prints, on stderr, the
 # machine a figure was measured on — CPU model, cores, memory, the arl
 # commit — so every measured figure can be recorded with it
