@@ -117,12 +117,7 @@ for step in $(seq "$((last + 1))" "$STEPS"); do
     claimed=""
   done
   policy=$RUN/ckpt/step-$((step - 1))
-  m=0
-  [ -f "$d/train-metrics.jsonl" ] && m=$(wc -l <"$d/train-metrics.jsonl")
-  progress_start -n "$(progress_train_steps "$(wc -l <"$d/batch.jsonl")" "$TRAIN_ARGS")" -u "optimizer steps" \
-    "step $step/$STEPS: training" progress_metrics "$d/train-metrics.jsonl" "-$m"
   train_step "$step" "$policy" "$RUN/ckpt/step-$step" "$d"
-  progress_stop
   sync_to "$step"
   cp "$claimed" "$d/scored.jsonl"
   mv "$claimed" "$SPOOL/done/"

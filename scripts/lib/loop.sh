@@ -181,9 +181,16 @@ train_step() {
   is_gae && critic="--train-critic --critic $RUN/critic/step-$((step - 1)) --critic-save $RUN/critic/step-$step $CRITIC_ARGS"
   lora_on && lora="--lora-rank $LORA_RANK ${LORA_ARGS:---lora-alpha 32 --lora-targets all-linear}"
   # The log-probs are of the distribution the rollout sampled from: logits / TEMPERATURE.
+  # Where it is: arl-train's optimizer steps, a line each in
+  # train-metrics.jsonl (which a step that is run again appends to).
+  local m=0
+  [ -f "$d/train-metrics.jsonl" ] && m=$(wc -l <"$d/train-metrics.jsonl")
+  progress_start -n "$(progress_train_steps "$(wc -l <"$d/batch.jsonl")" "$TRAIN_ARGS")" -u "optimizer steps" \
+    "step $step${STEPS:+/$STEPS}: training" progress_metrics "$d/train-metrics.jsonl" "-$m"
   echo "$BIN/arl-train -q --model $policy $resume --save $out -i $d/batch.jsonl --temperature $TEMPERATURE $TRAIN_ARGS $critic $lora --seed $((SEED + step))" >"$d/train.cmd"
   arl arl-train -q --model "$policy" $resume --save "$out" -i "$d/batch.jsonl" --temperature "$TEMPERATURE" $TRAIN_ARGS $critic $lora \
       --seed "$((SEED + step))" --metrics "$d/train-metrics.jsonl"
+  progress_stop
 }
 
 # group_size: `--group-size $N` for the group estimators (every one but the
@@ -295,7 +302,7 @@ eval_policy() {
 # loop's first step started) and LOOP_FROM (the step before it), its line
 # says "step K/STEPS" and the loop's time so far and left.
 rl_step() {
-  local step=$1 endpoint=$2 policy=$3 out=$4 d="$RUN/steps/step-$1" t0 t1 t2 of="" run="" m=0
+  local step=$1 endpoint=$2 policy=$3 out=$4 d="$RUN/steps/step-$1" t0 t1 t2 of="" run=""
   [ -n "${STEPS:-}" ] && of=/$STEPS
   mkdir -p "$d"
   t0=$(now)
@@ -311,13 +318,7 @@ rl_step() {
   arl arl-filter -q $FILTER_ARGS --stats-json "$d/filter.json" -i "$d/scored.jsonl" \
     | values_of "$step" \
     | arl arl-advantage -q $ADV_ESTIMATOR $ADV_ARGS $(group_size) -o "$d/batch.jsonl"
-  # arl-train's optimizer steps: a line each in train-metrics.jsonl (which a
-  # step that is run again appends to).
-  [ -f "$d/train-metrics.jsonl" ] && m=$(wc -l <"$d/train-metrics.jsonl")
-  progress_start -n "$(progress_train_steps "$(wc -l <"$d/batch.jsonl")" "$TRAIN_ARGS")" -u "optimizer steps" \
-    "step $step$of: training" progress_metrics "$d/train-metrics.jsonl" "-$m"
   train_step "$step" "$policy" "$out" "$d"
-  progress_stop
   t2=$(now)
   arl arl-inspect stats -q --json ${STATS_BY:-} -i "$d/scored.jsonl" >"$d/stats.json"
   local acc

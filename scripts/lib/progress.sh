@@ -38,9 +38,6 @@
 # started it (it ignores Ctrl-C, which is for the phase's commands).
 # PROGRESS=0 turns it all off.
 #
-#   with_heartbeat LABEL CMD…   runs CMD under `progress_start LABEL`, and
-#                               returns CMD's status (redirect inside CMD: a
-#                               redirection of the call would take the line too)
 #   progress_phase LABEL [PROBE ARGS…]  a line "HH:MM:SS LABEL" on stderr,
 #                               then `progress_start LABEL [PROBE ARGS…]` (a
 #                               benchmark's phases)
@@ -220,14 +217,6 @@ progress_exit() {
   elif [ "${PROGRESS_TTY:-0}" = 1 ]; then
     { printf '\r\033[K' >/dev/tty; } 2>/dev/null || true
   fi
-}
-
-with_heartbeat() {
-  local rc=0
-  progress_start "$1"
-  "${@:2}" || rc=$?
-  progress_stop
-  return "$rc"
 }
 
 progress_phase() {

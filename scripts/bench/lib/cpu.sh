@@ -7,10 +7,10 @@
 CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
 CPU_MODEL=${CPU_MODEL:-$(uname -m)}
 bench_machine() {
-  local commit
-  commit=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short HEAD 2>/dev/null || echo unknown)
-  printf 'machine: %s, %s cores, %s GiB; arl %s%s; %s\n' "$CPU_MODEL" "$(nproc)" \
-    "$(awk '/^MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)" "$commit" \
-    "$(git -C "$(dirname "${BASH_SOURCE[0]}")" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')" \
-    "$(date -u +%Y-%m-%dT%H:%MZ)" >&2
+  local here commit
+  here=$(dirname "${BASH_SOURCE[0]}")
+  commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git -C "$here" diff --quiet HEAD 2>/dev/null || commit+=" (with local changes)"
+  printf 'machine: %s, %s cores, %s GiB; arl %s; %s\n' "$CPU_MODEL" "$(nproc)" \
+    "$(awk '/^MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)" "$commit" "$(date -u +%Y-%m-%dT%H:%MZ)" >&2
 }
