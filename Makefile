@@ -50,11 +50,13 @@ build: setup
 models: build
 	scripts/fetch-models.sh
 
-# Formatting, module cycles and lints, in the same profile as the build
-# (lint policy: the [workspace.lints] table of Cargo.toml).
+# Formatting, module cycles, file and function sizes, and lints, in the same
+# profile as the build (lint policy: the [workspace.lints] table of
+# Cargo.toml; sizes: scripts/check-sizes.py).
 lint: setup
 	cargo fmt --all -- --check
 	scripts/check-module-cycles.py
+	scripts/check-sizes.py
 	cargo clippy $(CARGO_FLAGS) --workspace --all-targets -- -D warnings
 
 # Every test: formatting and lints, the cargo tests (every binary is built

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fault and abuse suite: crashes of every stage, bad data, a full disk,
-# misbehaving servers, abuse of arl-serve, sandbox escapes and fuzzing, each
+# misbehaving servers, abuse of arl-serve and arl-env, sandbox escapes and fuzzing, each
 # run against the real release binaries. One line per scenario (name,
 # expected, observed, PASS/FAIL) and a total; exit status 1 when any fails.
 #
@@ -49,7 +49,7 @@ cleanup() {
 trap cleanup EXIT
 ulimit -n 8192 2>/dev/null || ulimit -n 4096 2>/dev/null
 
-for b in arl-tasks arl-rollout arl-reward arl-filter arl-advantage arl-train arl-sync arl-serve arl-inspect; do
+for b in arl-tasks arl-rollout arl-reward arl-filter arl-advantage arl-train arl-sync arl-serve arl-env arl-inspect; do
   [ -x "$BIN/$b" ] || { echo "chaos: $BIN/$b is missing; build first (make build)" >&2; exit 2; }
 done
 for t in jq curl; do command -v $t >/dev/null || { echo "chaos: needs $t (scripts/setup.sh installs it)" >&2; exit 2; }; done
@@ -619,6 +619,35 @@ abuse_million() {
   { [ "$s1" = 400 ] || { [ "$s1" = 200 ] && [ "$n1" -le "$ctx" ]; }; } && [ "$(jq -r .input_ids_status <<<"$r")" = 400 ] && [ "$(jq -r .probe_ok <<<"$r")" = true ]
 }
 
+# --- abuse of arl-env ---------------------------------------------------------
+# arl-env takes connections as arl-serve does (arl_http::server): a client
+# that stalls mid-header or mid-body is cut off after --read-timeout, and the
+# others are served meanwhile.
+ENV_PORT=""
+env_server() {
+  [ -n "$ENV_PORT" ] && return 0
+  local port; port=$(free_port)
+  "$BIN/arl-env" --port "$port" --read-timeout 3 >>"$W/env-$port.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  local until=$((SECONDS + 30))
+  while [ $SECONDS -lt $until ]; do
+    curl -sf "http://127.0.0.1:$port/health" -o /dev/null && { ENV_PORT=$port; return 0; }
+    kill -0 "$pid" 2>/dev/null || { echo "arl-env exited:"; tail -n 5 "$W/env-$port.log"; return 1; }
+    sleep 0.1
+  done
+  return 1
+}
+env_abuse() { ABUSE_TARGET="env" "$PY" "$ROOT/scripts/chaos/abuse.py" "$ENV_PORT" "$@"; }
+
+env_slow() {
+  env_server || return 1
+  local r; r=$(env_abuse slow 200 3); echo "$r"
+  EXPECT="200 connections stalled mid-header or mid-body (slowloris) against arl-env --read-timeout 3: the server closes every one within 3 s (+ slack), mid-body ones answered 408; GET /health answered meanwhile and after"
+  OBS="$(jq -r .closed <<<"$r")/200 closed, slowest after $(jq -r .max_s <<<"$r")s, mid-header $(jq -c .header_statuses <<<"$r"), mid-body $(jq -c .body_statuses <<<"$r"), probe meanwhile $(jq -r .probe_during_ok <<<"$r"), after $(jq -r .probe_ok <<<"$r")"
+  [ "$(jq -r .closed <<<"$r")" = 200 ] && [ "$(jq -r '.max_s < 8' <<<"$r")" = true ] && [ "$(jq -r '.body_statuses["408"] // 0' <<<"$r")" = 100 ] && [ "$(jq -r .probe_during_ok <<<"$r")" = true ] && [ "$(jq -r .probe_ok <<<"$r")" = true ]
+}
+
 # --- sandbox escapes ----------------------------------------------------------
 # Model-written programs scored by `arl-reward --rm code` in the local sandbox.
 # Each tries one escape; the verdict comes from the host side: the loopback
@@ -921,6 +950,7 @@ scenario serve/oversized-body abuse_body
 scenario serve/malformed-json abuse_malformed
 scenario serve/wrong-api-key abuse_key
 scenario serve/million-tokens abuse_million
+scenario env/slowloris env_slow
 scenario sandbox/network escape_network
 scenario sandbox/host-file escape_secret
 scenario sandbox/write-outside escape_write

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Abuse of a running arl-serve (scripts/chaos.sh): one check per call, one
-JSON line on stdout with what was observed. Standard library only.
+"""Abuse of a running arl-serve or arl-env (scripts/chaos.sh): one check per
+call, one JSON line on stdout with what was observed. Standard library only.
 
   abuse.py PORT flood N        N concurrent /generate requests on N connections,
                                and a probe request while they are in flight
@@ -8,11 +8,17 @@ JSON line on stdout with what was observed. Standard library only.
                                stall; a probe must still be answered
   abuse.py PORT slow N SECS    N connections that stall (half mid-header, half
                                mid-body) against a server with --read-timeout
-                               SECS: each must be closed by the server in time
+                               SECS: each must be closed by the server in time;
+                               a probe while they stall and one after
   abuse.py PORT body BYTES     one /generate body of BYTES bytes
   abuse.py PORT malformed      bodies that are not JSON / not objects / wrong types
   abuse.py PORT key KEY        a request with KEY as its bearer token
   abuse.py PORT million        a million new tokens, and a million input ids
+
+The probe is a normal request that must be answered: a short /generate. With
+ABUSE_TARGET=env the server is an arl-env: the probe is GET /health, and the
+stalled requests of `idle` and `slow` go to POST /episodes (the other checks
+are arl-serve's).
 """
 import asyncio
 import json
@@ -25,6 +31,10 @@ CMD = sys.argv[2]
 ARGS = sys.argv[3:]
 # The right key, for the checks that are not about the key.
 KEY = os.environ.get("ARL_API_KEY")
+# `serve` (arl-serve) or `env` (arl-env).
+TARGET = os.environ.get("ABUSE_TARGET", "serve")
+# Where the stalled requests go.
+STALL_PATH = "/episodes" if TARGET == "env" else "/generate"
 
 
 def gen_body(max_new=4, extra=None):
@@ -34,12 +44,12 @@ def gen_body(max_new=4, extra=None):
     return json.dumps(b).encode()
 
 
-async def request(path, body, key=None, timeout=120.0, raw=None):
+async def request(path, body, key=None, timeout=120.0, raw=None, method="POST"):
     """One HTTP/1.1 request on its own connection; returns (status, body bytes)."""
     r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", PORT), timeout)
     try:
         k = key if key is not None else KEY
-        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
         if k:
             head += f"Authorization: Bearer {k}\r\n"
         head += f"Content-Length: {len(body)}\r\n\r\n"
@@ -62,8 +72,12 @@ async def request(path, body, key=None, timeout=120.0, raw=None):
 async def probe():
     t = time.time()
     try:
-        s, b = await request("/generate", gen_body(), timeout=60)
-        ok = s == 200 and "text" in json.loads(b)
+        if TARGET == "env":
+            s, b = await request("/health", b"", timeout=60, method="GET")
+            ok = s == 200 and json.loads(b).get("ok") is True
+        else:
+            s, b = await request("/generate", gen_body(), timeout=60)
+            ok = s == 200 and "text" in json.loads(b)
     except Exception:
         ok = False
     return ok, time.time() - t
@@ -92,7 +106,7 @@ async def idle(n):
     for _ in range(n):
         try:
             r, w = await asyncio.open_connection("127.0.0.1", PORT)
-            w.write(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"te")
+            w.write(f"POST {STALL_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n".encode() + b'{"te')
             conns.append(w)
             opened += 1
         except OSError:
@@ -109,9 +123,10 @@ async def slow(n, secs):
         t = time.time()
         r, w = await asyncio.open_connection("127.0.0.1", PORT)
         if kind == "header":
-            w.write(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Le")
+            w.write(f"POST {STALL_PATH} HTTP/1.1\r\nHost: x\r\nContent-Le".encode())
         else:
-            w.write((f"POST /generate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            auth = f"Authorization: Bearer {KEY}\r\n" if KEY else ""
+            w.write((f"POST {STALL_PATH} HTTP/1.1\r\nHost: x\r\n{auth}"
                      f"Content-Length: 100\r\n\r\n").encode() + b'{"te')
         await w.drain()
         try:
@@ -125,10 +140,14 @@ async def slow(n, secs):
         status = int(parts[1]) if data.startswith(b"HTTP/") and len(parts) > 1 else None
         return kind, closed, took, status
 
-    res = await asyncio.gather(*[one("header" if i % 2 == 0 else "body") for i in range(n)])
+    tasks = [asyncio.create_task(one("header" if i % 2 == 0 else "body")) for i in range(n)]
+    # A normal request while they stall (well within the read timeout).
+    await asyncio.sleep(min(0.5, secs / 4))
+    during_ok, _ = await probe()
+    res = await asyncio.gather(*tasks)
     p_ok, p_s = await probe()
     out = {"n": n, "closed": sum(1 for _, c, _, _ in res if c),
-           "max_s": round(max(t for _, _, t, _ in res), 2), "probe_ok": p_ok}
+           "max_s": round(max(t for _, _, t, _ in res), 2), "probe_during_ok": during_ok, "probe_ok": p_ok}
     for kind in ("header", "body"):
         st = {}
         for k, _, _, s in res:

@@ -17,6 +17,7 @@ pub mod record;
 pub mod rng;
 pub mod schema;
 pub mod stats;
+pub mod trace;
 
 pub use record::{Record, Status};
 

@@ -55,7 +55,8 @@ pub struct Args {
     /// Largest request body, bytes (413 beyond)
     #[arg(long, default_value_t = 65536, value_name = "BYTES")]
     pub max_body_bytes: usize,
-    /// Seconds a client gets to send a request body (408 beyond)
+    /// Seconds a client gets to send a request's headers, then its body; a
+    /// connection that stalls longer is closed (a stalled body gets 408)
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
     pub read_timeout: f64,
     /// Most episodes kept; starting one more forgets the oldest
@@ -166,12 +167,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .context("starting the HTTP runtime")?;
     rt.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
-        let listener =
-            tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
+        let listener = arl_http::server::listen(&addr).await.with_context(|| format!("cannot listen on `{addr}`"))?;
         let local = listener.local_addr()?;
         eprintln!("{TOOL}: listening on http://{local}");
         let app = router(a.max_body_bytes, read_timeout, a.max_episodes, format!("http://{local}"));
-        axum::serve(listener, app).await.context("HTTP server")
+        arl_http::server::accept_loop(TOOL, listener, app, read_timeout).await;
+        anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
 }

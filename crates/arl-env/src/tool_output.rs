@@ -1,7 +1,6 @@
 //! What every tool speaks, below both the tools and the environments that
 //! implement them (the web session acts as tools): a call's output, and an
 //! OpenAI function definition. Re-exported by [`crate::tools`].
-use serde_json::{json, Value};
 
 /// What a tool call produced: the text the model sees, and whether it failed.
 #[derive(Debug, Clone)]
@@ -19,7 +18,6 @@ impl ToolOutput {
     }
 }
 
-/// An OpenAI tool definition: `{"type": "function", "function": {name, description, parameters}}`.
-pub fn function_def(name: &str, description: &str, parameters: Value) -> Value {
-    json!({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}})
-}
+/// An OpenAI tool definition (the arena's game tools need it too, hence its
+/// home in `arl-env-core`).
+pub use arl_env_core::function_def;

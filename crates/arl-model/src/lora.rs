@@ -4,7 +4,7 @@
 //! `[r, in]`, B `[out, r]`), so `peft.PeftModel.from_pretrained` loads what
 //! arl writes and arl loads what PEFT writes. A linear layer with an adapter
 //! computes `W·x + s·B·A·x` with `s = alpha / r` (`alpha / √r` with
-//! rsLoRA). The model side is in `net.rs` ([`crate::Model::add_lora`],
+//! rsLoRA). The model side is in `net/adapters.rs` ([`crate::Model::add_lora`],
 //! [`crate::Model::load_adapter`]).
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};

@@ -7,7 +7,7 @@
 //! `metadata.api_setup`, the response's tool calls run in order, and the
 //! replay episode is deleted once read. 1 when
 //! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
-use super::{Score, ScoreError};
+use crate::score::{Score, ScoreError};
 use arl_chat::toolcall::Call;
 use arl_core::record::Record;
 use arl_env::shop::{check_goal, Shop};

@@ -10,7 +10,7 @@
 //!   decides each match: a rule (`longer`, `shorter`), a reward function's
 //!   score (`score`: the higher base reward wins), an external program (`cmd`)
 //!   or a model behind an OpenAI-style endpoint (`model`).
-use super::{Score, ScoreError};
+use crate::score::{Score, ScoreError};
 use anyhow::{anyhow, bail, Context, Result};
 use arl_core::record::Record;
 use arl_env::arena::tournament::{self, Format, Verdict, Winner};

@@ -16,7 +16,7 @@
 //! forge results by printing; a deliberately adversarial program that
 //! inspects the interpreter's frames could, which is why `sys.exit`/`os._exit`
 //! at import still scores 0 (no verdict lines).
-use super::{Score, ScoreError};
+use crate::score::{Score, ScoreError};
 use arl_env::sandbox::{Language, Limits, Outcome, Request, Sandbox};
 use serde_json::{json, Value};
 use std::time::Duration;

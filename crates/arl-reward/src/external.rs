@@ -8,7 +8,8 @@
 //! The program is started once for all records (`sh -c COMMAND`); stdin is
 //! fed from a thread so a program that reads everything before answering
 //! does not deadlock.
-use super::{remote::parse_answer, Score, ScoreError};
+use crate::remote::parse_answer;
+use crate::score::{Score, ScoreError};
 use anyhow::{anyhow, bail, Context, Result};
 use arl_core::record::Record;
 use serde_json::Value;

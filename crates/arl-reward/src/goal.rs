@@ -7,7 +7,7 @@
 //! `reward_detail.reason`; `reward_detail` also says which episode was read
 //! and how (`mode`: recorded or replayed, with the replay's calls and failed
 //! calls).
-use super::{need_label, need_response, Score, ScoreError};
+use crate::score::{need_label, need_response, Score, ScoreError};
 use arl_core::record::Record;
 use serde_json::{json, Value};
 

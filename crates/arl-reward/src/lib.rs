@@ -12,12 +12,15 @@ pub mod external;
 mod goal;
 pub use arl_math as math;
 pub mod remote;
+mod score;
 pub mod sql;
 pub mod text;
 pub mod web;
 
 use arl_core::record::Record;
 use arl_env::sandbox::Sandbox;
+use score::{err, need_label, need_response};
+pub use score::{Score, ScoreError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -138,42 +141,6 @@ impl Spec {
     pub fn new(rm: Rm) -> Spec {
         Spec { rm, sandbox: None, overlong: None, format: None }
     }
-}
-
-/// A scored record.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Score {
-    pub reward: f32,
-    pub detail: Value,
-    pub explain: String,
-}
-
-/// Why a record could not be scored (missing field, bad label, sandbox down).
-/// Bad records are rejected under `--on-error skip`; nothing is guessed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScoreError(pub String);
-
-impl std::fmt::Display for ScoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ScoreError {}
-
-fn err(s: impl Into<String>) -> ScoreError {
-    ScoreError(s.into())
-}
-
-pub(crate) fn need_response(r: &Record) -> Result<&str, ScoreError> {
-    r.response.as_deref().ok_or_else(|| err("field `response`: missing; reward needs the response text"))
-}
-
-pub(crate) fn need_label(r: &Record) -> Result<&Value, ScoreError> {
-    r.label
-        .as_ref()
-        .filter(|v| !v.is_null())
-        .ok_or_else(|| err("field `label`: missing; this reward compares with the label"))
 }
 
 /// The base reward of one record (no shaping).

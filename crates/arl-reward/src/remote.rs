@@ -2,7 +2,7 @@
 //! `metadata`) to a URL; the answer is a JSON number or
 //! `{"reward": …, "detail": …}`. Timeouts and retries with linear backoff on
 //! transport errors and HTTP 5xx.
-use super::{need_response, Score, ScoreError};
+use crate::score::{need_response, Score, ScoreError};
 use arl_core::record::Record;
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! Label: `{"gold": "SELECT …", "ordered"?: bool}` or the gold query as a string.
 //! A query that is refused (writes, ATTACH, server files), times out or
 //! returns more than `max_rows` rows scores 0.
-use super::{Score, ScoreError};
+use crate::score::{Score, ScoreError};
 use arl_core::record::Record;
 use arl_env::sql::{self, Backend, Db, Limits, QueryError, TaskDb};
 use serde_json::{json, Value};
@@ -72,8 +72,8 @@ fn zero(detail: Value, reason: String) -> Score {
 }
 
 pub fn score(o: &SqlOpts, r: &Record) -> Result<Score, ScoreError> {
-    let resp = super::need_response(r)?;
-    let label = super::need_label(r)?;
+    let resp = crate::score::need_response(r)?;
+    let label = crate::score::need_label(r)?;
     let (gold, ordered) = match label {
         Value::String(s) => (s.clone(), None),
         Value::Object(m) => (

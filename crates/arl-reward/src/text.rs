@@ -1,17 +1,17 @@
 //! `exact`, `f1` (SQuAD token F1) and `regex` rewards.
-use super::{Score, ScoreError};
+use crate::score::{Score, ScoreError};
 use serde_json::{json, Value};
 
 /// The answer part of a response: the last `\boxed{}`, else the last `Answer:`
 /// line, else the whole response up to a trailing end-of-turn marker, trimmed.
 pub fn answer_part(resp: &str) -> (&str, &'static str) {
-    if let Some(b) = super::math::boxed_all(resp).pop() {
+    if let Some(b) = arl_math::boxed_all(resp).pop() {
         return (b.trim(), "boxed");
     }
-    if let Some(a) = super::math::answer_line(resp) {
+    if let Some(a) = arl_math::answer_line(resp) {
         return (a, "answer_line");
     }
-    (super::math::strip_end_marker(resp).trim(), "response")
+    (arl_math::strip_end_marker(resp).trim(), "response")
 }
 
 fn labels(label: &Value) -> Result<Vec<String>, ScoreError> {

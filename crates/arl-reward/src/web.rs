@@ -8,7 +8,7 @@
 //! headless Chromium tab (its own browser context; the browser starts on
 //! the first replay), and the replay episode is deleted once read. 1 when
 //! the goal is met, else 0 with the unmet part in `reward_detail.reason`.
-use super::{Score, ScoreError};
+use crate::score::{Score, ScoreError};
 use arl_chat::toolcall::{Call, Parser};
 use arl_core::record::Record;
 use arl_env::web::cdp::{Browser, LaunchOpts};

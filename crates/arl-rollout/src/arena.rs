@@ -124,11 +124,33 @@ pub struct GameResult {
     pub moves: Vec<(usize, i64)>,
 }
 
+/// What stays the same through one game.
+struct Table<'a> {
+    arena: &'a Arena,
+    game: Game,
+    /// The tool definitions every seat sees: the game's `move`.
+    defs: Vec<Value>,
+    task_prompt: Option<&'a str>,
+    trace: Option<crate::trace::SampleTrace<'a>>,
+}
+
+impl Table<'_> {
+    /// Seat `s`'s first user message on `board`, and its rendering in `sh`'s
+    /// chat template (the `move` tool in the system turn) as token ids.
+    fn seat_prompt_ids(&self, sh: &Shared, s: usize, board: &Board) -> Result<(String, Vec<u32>), GenError> {
+        let text = seat_prompt(self.game, s, board, self.task_prompt);
+        let rendered = match &sh.template {
+            Some(t) => {
+                sh.render(t, &[json!({"role": "user", "content": text})], Some(&self.defs)).map_err(GenError::Fatal)?
+            }
+            None => text.clone(),
+        };
+        let ids = sh.tokenizer.encode(&rendered).map_err(GenError::Fatal)?;
+        Ok((text, ids))
+    }
+}
+
 /// Plays one game. `shared[s]` serves seat `s`; both may be the same.
-///
-/// Long (about 170 lines) on purpose: one turn loop whose state (both seats
-/// conversations, retries, illegal counts, the board) every branch updates;
-/// pieces of it would each take all of that state.
 pub async fn play(
     arena: &Arena,
     shared: [&Shared; 2],
@@ -141,7 +163,7 @@ pub async fn play(
     for &m in opening {
         board.play(m).map_err(|e| GenError::Fatal(anyhow::anyhow!("opening: {e}")))?;
     }
-    let defs = vec![game.tool_def()];
+    let table = Table { arena, game, defs: vec![game.tool_def()], task_prompt, trace };
     let mut seats: Vec<Seat> = (0..2)
         .map(|s| Seat {
             ep: Episode::default(),
@@ -158,96 +180,14 @@ pub async fn play(
     let res = async {
         let outcome = loop {
             let s = board.to_move();
-            let sh = shared[s];
-            let mut attempt = 1u32;
-            let mut aborts = 0u32;
-            let mv = loop {
-                let seat = &mut seats[s];
-                if !seat.started {
-                    let text = seat_prompt(game, s, &board, task_prompt);
-                    let rendered = match &sh.template {
-                        Some(t) => sh.render(t, &[json!({"role": "user", "content": text})], Some(&defs)).map_err(GenError::Fatal)?,
-                        None => text.clone(),
-                    };
-                    let ids = sh.tokenizer.encode(&rendered).map_err(GenError::Fatal)?;
-                    seat.ep.prompt_len = ids.len();
-                    seat.ep.tokens = ids;
-                    seat.prompt_text = text;
-                    seat.started = true;
-                } else if let Some(obs) = seat.pending.take() {
-                    if !append_observation(sh, &mut seat.ep, &defs, &obs, arena.max_response_len as usize)? {
-                        break None;
-                    }
-                }
-                let used = seat.ep.tokens.len() - seat.ep.prompt_len;
-                if used >= arena.max_response_len as usize {
-                    seat.ep.status = Some(Status::Truncated);
+            let m = match next_move(&table, shared[s], &mut seats, s, &board).await? {
+                Ok(m) => m,
+                Err(why) => {
+                    // Out of tokens, or out of retries: the seat forfeits.
+                    forfeit = Some((s, why));
+                    seats[s].forfeited = true;
                     break None;
                 }
-                let mut budget = arena.max_response_len - used as u32;
-                if let Some(cap) = sh.max_new_tokens {
-                    budget = budget.min(cap);
-                }
-                let turn = trace.map(|t| t.turn(seats.iter().map(|x| x.ep.turns).sum::<u32>() + 1));
-                let seat = &mut seats[s];
-                let g = sh.client.generate(seat.endpoint, &seat.ep.tokens, &sh.sampling, budget, turn).await?;
-                sh.client.stats.prompt_tokens.fetch_add(seat.ep.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                sh.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                let start = seat.ep.tokens.len();
-                seat.ep.tokens.extend_from_slice(&g.output_ids);
-                seat.ep.loss_mask.extend(std::iter::repeat_n(1u8, g.output_ids.len()));
-                seat.ep.logprobs.extend_from_slice(&g.logprobs);
-                if let Some(v) = g.weight_version {
-                    seat.ep.weight_versions.push(v);
-                }
-                seat.ep.finish_reason = g.finish.clone();
-                if g.finish == "abort" {
-                    if sh.client.is_cancelled() {
-                        return Err(GenError::Cancelled);
-                    }
-                    // The server aborted on its own (a weight update): continue
-                    // the same turn, as a partial rollout spanning two versions.
-                    aborts += 1;
-                    if aborts > 5 {
-                        seat.ep.status = Some(Status::Aborted);
-                        forfeit = Some((s, "the server aborted the turn 6 times".to_string()));
-                        break None;
-                    }
-                    continue;
-                }
-                aborts = 0;
-                seat.ep.turns += 1;
-                let text = sh.tokenizer.decode(&seat.ep.tokens[start..]);
-                let calls = sh.parser.parse(&text);
-                seat.ep.tool_calls += calls.len() as u32;
-                let verdict = judge_turn(game, &board, &calls, &g.finish);
-                match verdict {
-                    Ok(m) => break Some(m),
-                    Err(why) => {
-                        seat.illegal += 1;
-                        seat.ep.tool_errors += 1;
-                        if attempt > arena.retries {
-                            forfeit = Some((s, why));
-                            break None;
-                        }
-                        attempt += 1;
-                        let left = arena.retries + 2 - attempt;
-                        seat.pending = Some(format!(
-                            "Illegal move: {why}. The move is refused; {left} more illegal attempt{} and you forfeit.\n\nBoard:\n{}\n{}",
-                            if left == 1 { "" } else { "s" },
-                            board.render(),
-                            turn_line(&board, attempt)
-                        ));
-                    }
-                }
-            };
-            let Some(m) = mv else {
-                // Out of tokens, or out of retries: the seat forfeits.
-                if forfeit.is_none() {
-                    forfeit = Some((s, format!("ran out of response tokens (`--max-response-len` {})", arena.max_response_len)));
-                }
-                seats[s].forfeited = true;
-                break None;
             };
             board.play(m).map_err(|e| GenError::Fatal(anyhow::anyhow!("internal: a checked move failed: {e}")))?;
             moves.push((s, m));
@@ -263,7 +203,13 @@ pub async fn play(
                 if let Some(tm) = their {
                     t += &format!("You played {} {tm}. ", game.arg());
                 }
-                t += &format!("{} played {} {m}.\n\nBoard:\n{}\n{}", game::mark(s), game.arg(), board.render(), turn_line(&board, 1));
+                t += &format!(
+                    "{} played {} {m}.\n\nBoard:\n{}\n{}",
+                    game::mark(s),
+                    game.arg(),
+                    board.render(),
+                    turn_line(&board, 1)
+                );
                 seats[o].pending = Some(t);
             }
         };
@@ -284,15 +230,8 @@ pub async fn play(
         if !seat.started {
             // The game ended before this seat moved (a forfeit on move one):
             // its record holds the prompt it would have seen and no response.
-            let sh = shared[s];
-            let text = seat_prompt(game, s, &board, task_prompt);
-            let rendered = match &sh.template {
-                Some(t) => {
-                    sh.render(t, &[json!({"role": "user", "content": text})], Some(&defs)).map_err(GenError::Fatal)?
-                }
-                None => text.clone(),
-            };
-            seat.ep.tokens = sh.tokenizer.encode(&rendered).map_err(GenError::Fatal)?;
+            let (text, ids) = table.seat_prompt_ids(shared[s], s, &board)?;
+            seat.ep.tokens = ids;
             seat.ep.prompt_len = seat.ep.tokens.len();
             seat.prompt_text = text;
             seat.ep.finish_reason = "not_started".into();
@@ -306,6 +245,87 @@ pub async fn play(
     let p1 = prompts.pop().unwrap_or_default();
     let p0 = prompts.pop().unwrap_or_default();
     Ok(GameResult { episodes: [e0, e1], prompts: [p0, p1], outcome, forfeit, board, illegal, moves })
+}
+
+/// Seat `s`'s next move on `board`, served by `sh`: the seat's turns until
+/// one is legal (each illegal attempt refused with an observation and tried
+/// again, at most `retries` times). `Ok(Err(why))` when the seat forfeits
+/// instead: out of retries, out of response tokens, or aborted by its server
+/// too often.
+async fn next_move(
+    table: &Table<'_>,
+    sh: &Shared,
+    seats: &mut [Seat],
+    s: usize,
+    board: &Board,
+) -> Result<Result<i64, String>, GenError> {
+    let arena = table.arena;
+    let out_of_tokens = || format!("ran out of response tokens (`--max-response-len` {})", arena.max_response_len);
+    let mut attempt = 1u32;
+    let mut aborts = 0u32;
+    loop {
+        let seat = &mut seats[s];
+        if !seat.started {
+            let (text, ids) = table.seat_prompt_ids(sh, s, board)?;
+            seat.ep.prompt_len = ids.len();
+            seat.ep.tokens = ids;
+            seat.prompt_text = text;
+            seat.started = true;
+        } else if let Some(obs) = seat.pending.take() {
+            if !append_observation(sh, &mut seat.ep, &table.defs, &obs, arena.max_response_len as usize)? {
+                return Ok(Err(out_of_tokens()));
+            }
+        }
+        let used = seat.ep.tokens.len() - seat.ep.prompt_len;
+        if used >= arena.max_response_len as usize {
+            seat.ep.status = Some(Status::Truncated);
+            return Ok(Err(out_of_tokens()));
+        }
+        let mut budget = arena.max_response_len - used as u32;
+        if let Some(cap) = sh.max_new_tokens {
+            budget = budget.min(cap);
+        }
+        let turn = table.trace.map(|t| t.turn(seats.iter().map(|x| x.ep.turns).sum::<u32>() + 1));
+        let seat = &mut seats[s];
+        let start = seat.ep.tokens.len();
+        let finish = sh.generate_turn(seat.endpoint, &mut seat.ep, budget, turn).await?;
+        if finish == "abort" {
+            if sh.client.is_cancelled() {
+                return Err(GenError::Cancelled);
+            }
+            // The server aborted on its own (a weight update): continue
+            // the same turn, as a partial rollout spanning two versions.
+            aborts += 1;
+            if aborts > 5 {
+                seat.ep.status = Some(Status::Aborted);
+                return Ok(Err("the server aborted the turn 6 times".to_string()));
+            }
+            continue;
+        }
+        aborts = 0;
+        seat.ep.turns += 1;
+        let text = sh.tokenizer.decode(&seat.ep.tokens[start..]);
+        let calls = sh.parser.parse(&text);
+        seat.ep.tool_calls += calls.len() as u32;
+        match judge_turn(table.game, board, &calls, &finish) {
+            Ok(m) => return Ok(Ok(m)),
+            Err(why) => {
+                seat.illegal += 1;
+                seat.ep.tool_errors += 1;
+                if attempt > arena.retries {
+                    return Ok(Err(why));
+                }
+                attempt += 1;
+                let left = arena.retries + 2 - attempt;
+                seat.pending = Some(format!(
+                    "Illegal move: {why}. The move is refused; {left} more illegal attempt{} and you forfeit.\n\nBoard:\n{}\n{}",
+                    if left == 1 { "" } else { "s" },
+                    board.render(),
+                    turn_line(board, attempt)
+                ));
+            }
+        }
+    }
 }
 
 /// Appends a tool-response turn (loss mask 0); false when it does not fit.

@@ -5,7 +5,7 @@
 //! tokens (loss mask 0, log-prob 0). Text is never re-tokenised.
 use super::client::{Client, GenError};
 use super::env::Env;
-use super::trace::SampleTrace;
+use super::trace::{SampleTrace, TurnTrace};
 use arl_chat::template::ChatTemplate;
 use arl_chat::tokenizer::Tokenizer;
 use arl_chat::tool_header::ToolPrompt;
@@ -94,6 +94,30 @@ impl Shared {
         res
     }
 
+    /// Generates one turn of `e` on endpoint `ep` (at most `budget` tokens)
+    /// and appends it as the server returned it: its ids with loss mask 1,
+    /// their log-probs, its weight version and finish reason. Returns the
+    /// finish reason (`stop`, `length`, `abort`).
+    pub(crate) async fn generate_turn(
+        &self,
+        ep: usize,
+        e: &mut Episode,
+        budget: u32,
+        turn: Option<TurnTrace<'_>>,
+    ) -> Result<String, GenError> {
+        let g = self.client.generate(ep, &e.tokens, &self.sampling, budget, turn).await?;
+        self.client.stats.prompt_tokens.fetch_add(e.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.client.stats.generated_tokens.fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        e.tokens.extend_from_slice(&g.output_ids);
+        e.loss_mask.extend(std::iter::repeat_n(1u8, g.output_ids.len()));
+        e.logprobs.extend_from_slice(&g.logprobs);
+        if let Some(v) = g.weight_version {
+            e.weight_versions.push(v);
+        }
+        e.finish_reason = g.finish.clone();
+        Ok(g.finish)
+    }
+
     async fn episode(
         &self,
         ep: usize,
@@ -116,22 +140,10 @@ impl Shared {
             if let Some(cap) = self.max_new_tokens {
                 budget = budget.min(cap);
             }
-            let g =
-                self.client.generate(ep, &e.tokens, &self.sampling, budget, trace.map(|t| t.turn(e.turns + 1))).await?;
-            self.client.stats.prompt_tokens.fetch_add(e.tokens.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            self.client
-                .stats
-                .generated_tokens
-                .fetch_add(g.output_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let turn_start = e.tokens.len();
-            e.tokens.extend_from_slice(&g.output_ids);
-            e.loss_mask.extend(std::iter::repeat_n(1u8, g.output_ids.len()));
-            e.logprobs.extend_from_slice(&g.logprobs);
-            if let Some(v) = g.weight_version {
-                e.weight_versions.push(v);
-            }
-            e.finish_reason = g.finish.clone();
-            if g.finish == "abort" {
+            let turn = trace.map(|t| t.turn(e.turns + 1));
+            let finish = self.generate_turn(ep, &mut e, budget, turn).await?;
+            if finish == "abort" {
                 if self.client.is_cancelled() {
                     return Err(GenError::Cancelled);
                 }
@@ -147,7 +159,7 @@ impl Shared {
             }
             aborts_in_a_row = 0;
             e.turns += 1;
-            if e.tokens.len() - e.prompt_len >= max_len || g.finish == "length" {
+            if e.tokens.len() - e.prompt_len >= max_len || finish == "length" {
                 e.status = Some(Status::Truncated);
                 break;
             }

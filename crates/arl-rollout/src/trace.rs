@@ -1,36 +1,20 @@
 //! `arl-rollout --trace FILE`: a timeline of the run, for finding where its
-//! wall time went (`arl-inspect trace FILE` draws it and sums it up).
-//!
-//! FILE is JSONL, one event a line, each written when what it describes has
-//! ended; times are seconds from the start of the run (`t`, or `start`/`end`,
-//! `queued`/`sent`/`answered`), the run's absolute start is in the first line.
-//!
-//! | `type` | fields | written |
-//! |---|---|---|
-//! | `run` | `version` (1), `start_unix` (seconds since the epoch), `start` (RFC 3339, UTC), `concurrency`, `endpoints`, `n_samples_per_prompt`, `streaming` (false: requests are not streamed) | first |
-//! | `ready` | `t`, `groups`, `samples` | prompts read and rendered; the groups start |
-//! | `sample_start` | `t`, `sample` (the sample's number in this trace), `prompt_id`, `sample_index` | an episode starts |
-//! | `request` | `sample`, `turn`, `attempt` (0, then one per retry), `endpoint`, `queued` (waiting for a `--concurrency` slot), `sent` (slot taken, request on its way; null when the run stopped first), `answered` (the whole answer is in: requests are not streamed, so this is the whole response time, not the time to the first token), `outcome` (`ok`, `aborted`: the server answered `abort`, `retry`: failed and retried, `error`: failed for good, `cancelled`: the run stopped), `finish`, `prompt_tokens`, `output_tokens`, `error` | a `/generate` attempt ends |
-//! | `backoff` | `sample`, `turn`, `attempt`, `start`, `end` | the wait before a retry |
-//! | `tool` | `sample`, `turn`, `name`, `start`, `end`, `error` | a tool call returns |
-//! | `sample_end` | `t`, `sample`, `status` (the record's, or `cancelled`/`failed`), `turns`, `tool_calls` | the episode ends |
-//! | `run_end` | `t` (the run's wall time), `outcome` (`ok` or `failed`) | last |
+//! wall time went (`arl-inspect trace FILE` draws it and sums it up). The
+//! format, its events and their fields, is [`arl_core::trace`]; this writes
+//! its [`TraceEvent`]s.
 //!
 //! The events go to `FILE.partial` as the run goes (flushed when a sample
 //! ends), which is renamed to FILE when the run ends, also when it fails.
 //! Without `--trace` nothing here runs: the client and the episodes check
 //! an `Option` and read no clock.
 use anyhow::{Context, Result};
-use serde_json::{json, Value};
+pub use arl_core::trace::{Outcome, TraceEvent, VERSION};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-/// The trace format's version (the `run` line's `version`).
-pub const VERSION: u32 = 1;
 
 /// Writes the events of one run.
 pub struct Tracer {
@@ -68,16 +52,15 @@ impl Tracer {
             dest: dest.to_path_buf(),
             partial,
         };
-        t.emit(&json!({
-            "type": "run",
-            "version": VERSION,
-            "start_unix": start_unix,
-            "start": rfc3339(start_unix),
-            "concurrency": info.concurrency,
-            "endpoints": info.endpoints,
-            "n_samples_per_prompt": info.n_samples_per_prompt,
-            "streaming": false,
-        }));
+        t.emit(&TraceEvent::Run {
+            version: VERSION,
+            start_unix: Some(start_unix),
+            start: Some(rfc3339(start_unix)),
+            concurrency: Some(info.concurrency as u64),
+            endpoints: Some(info.endpoints.to_vec()),
+            n_samples_per_prompt: Some(info.n_samples_per_prompt.into()),
+            streaming: Some(false),
+        });
         Ok(t)
     }
 
@@ -86,12 +69,12 @@ impl Tracer {
         self.t0.elapsed().as_secs_f64()
     }
 
-    fn emit(&self, v: &Value) {
-        self.emit_flush(v, false);
+    fn emit(&self, ev: &TraceEvent) {
+        self.emit_flush(ev, false);
     }
 
-    fn emit_flush(&self, v: &Value, flush: bool) {
-        let mut line = serde_json::to_vec(v).expect("a JSON value serialises");
+    fn emit_flush(&self, ev: &TraceEvent, flush: bool) {
+        let mut line = serde_json::to_vec(ev).expect("a trace event serialises");
         line.push(b'\n');
         let mut s = self.out.lock().unwrap_or_else(|p| p.into_inner());
         if s.err.is_none() {
@@ -104,20 +87,27 @@ impl Tracer {
 
     /// The prompts are read and rendered: the groups start.
     pub fn ready(&self, groups: usize, samples: u64) {
-        self.emit_flush(&json!({"type": "ready", "t": self.now(), "groups": groups, "samples": samples}), true);
+        self.emit_flush(
+            &TraceEvent::Ready { t: self.now(), groups: Some(groups as u64), samples: Some(samples) },
+            true,
+        );
     }
 
     /// An episode starts.
     pub fn sample(&self, prompt_id: &str, sample_index: u32) -> SampleTrace<'_> {
         let id = self.next_sample.fetch_add(1, Ordering::Relaxed);
-        self.emit(&json!({"type": "sample_start", "t": self.now(), "sample": id,
-                          "prompt_id": prompt_id, "sample_index": sample_index}));
+        self.emit(&TraceEvent::SampleStart {
+            t: self.now(),
+            sample: id,
+            prompt_id: prompt_id.to_string(),
+            sample_index: sample_index.into(),
+        });
         SampleTrace { tracer: self, id }
     }
 
     /// Writes the `run_end` line and renames `FILE.partial` to FILE.
     pub fn finish(&self, ok: bool) -> Result<()> {
-        self.emit(&json!({"type": "run_end", "t": self.now(), "outcome": if ok { "ok" } else { "failed" }}));
+        self.emit(&TraceEvent::RunEnd { t: self.now(), outcome: Some(if ok { "ok" } else { "failed" }.to_string()) });
         let mut s = self.out.lock().unwrap_or_else(|p| p.into_inner());
         let ctx = || format!("`--trace`: cannot write `{}`", self.partial.display());
         if let Some(e) = s.err.take() {
@@ -145,28 +135,6 @@ pub struct TurnTrace<'a> {
     pub turn: u32,
 }
 
-/// How a `/generate` attempt ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    Aborted,
-    Retry,
-    Error,
-    Cancelled,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Aborted => "aborted",
-            Outcome::Retry => "retry",
-            Outcome::Error => "error",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-}
-
 /// One `/generate` attempt, as the client saw it.
 pub struct Attempt<'a> {
     pub attempt: u32,
@@ -188,16 +156,27 @@ impl<'a> SampleTrace<'a> {
     /// A tool call of turn `turn` ran from `start` until now.
     pub fn tool(&self, turn: u32, name: &str, start: f64, error: bool) {
         let t = self.tracer;
-        t.emit(&json!({"type": "tool", "sample": self.id, "turn": turn, "name": name,
-                       "start": start, "end": t.now(), "error": error}));
+        t.emit(&TraceEvent::Tool {
+            sample: self.id,
+            turn: turn.into(),
+            name: name.to_string(),
+            start,
+            end: t.now(),
+            error: Some(error),
+        });
     }
 
     /// The episode ended: `status` is the record's, or `cancelled`/`failed`.
     pub fn end(&self, status: &str, turns: u32, tool_calls: u32) {
         let t = self.tracer;
         t.emit_flush(
-            &json!({"type": "sample_end", "t": t.now(), "sample": self.id, "status": status,
-                    "turns": turns, "tool_calls": tool_calls}),
+            &TraceEvent::SampleEnd {
+                t: t.now(),
+                sample: self.id,
+                status: Some(status.to_string()),
+                turns: Some(turns.into()),
+                tool_calls: Some(tool_calls.into()),
+            },
             true,
         );
     }
@@ -211,21 +190,32 @@ impl TurnTrace<'_> {
     /// A `/generate` attempt ended now.
     pub fn request(&self, a: Attempt<'_>) {
         let t = self.sample.tracer;
-        let mut v = json!({"type": "request", "sample": self.sample.id, "turn": self.turn, "attempt": a.attempt,
-                           "endpoint": a.endpoint, "queued": a.queued, "sent": a.sent, "answered": t.now(),
-                           "outcome": a.outcome.as_str(), "finish": a.finish,
-                           "prompt_tokens": a.prompt_tokens, "output_tokens": a.output_tokens});
-        if let Some(e) = a.error {
-            v["error"] = json!(e);
-        }
-        t.emit(&v);
+        t.emit(&TraceEvent::Request {
+            sample: self.sample.id,
+            turn: self.turn.into(),
+            attempt: a.attempt.into(),
+            endpoint: Some(a.endpoint as u64),
+            queued: a.queued,
+            sent: a.sent,
+            answered: t.now(),
+            outcome: a.outcome,
+            finish: a.finish.map(str::to_string),
+            prompt_tokens: Some(a.prompt_tokens as u64),
+            output_tokens: Some(a.output_tokens as u64),
+            error: a.error,
+        });
     }
 
     /// The wait before retry `attempt` ran from `start` until now.
     pub fn backoff(&self, attempt: u32, start: f64) {
         let t = self.sample.tracer;
-        t.emit(&json!({"type": "backoff", "sample": self.sample.id, "turn": self.turn, "attempt": attempt,
-                       "start": start, "end": t.now()}));
+        t.emit(&TraceEvent::Backoff {
+            sample: self.sample.id,
+            turn: self.turn.into(),
+            attempt: attempt.into(),
+            start,
+            end: t.now(),
+        });
     }
 }
 
@@ -250,6 +240,7 @@ pub fn rfc3339(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn rfc3339_dates() {

@@ -69,11 +69,8 @@ fn masked_text(r: &Value, want: u64) -> String {
 }
 
 /// A scripted tic-tac-toe game: X 1, O tries the taken cell 1 (refused), then
-/// O 5, X 2, O 9, X 3 — X wins on the top row. Then an opponent server that
-/// never calls `move` forfeits after its retries.
-///
-/// Long (about 200 lines) on purpose: one game followed move by move, each
-/// check next to the turn it is about; split, the reader would lose the board.
+/// O 5, X 2, O 9, X 3 — X wins on the top row; `--resume` on its output. Then
+/// an opponent server that never calls `move` forfeits after its retries.
 #[test]
 fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     let d = common::tmpdir();
@@ -112,6 +109,62 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
     let games = jsonl(&std::fs::read(p.join("games.jsonl")).unwrap());
     assert_eq!(games.len(), 2, "one record per seat");
     let id = tasks[0]["prompt_id"].as_str().unwrap();
+    resume_keeps_the_done_task_and_replays_a_torn_one(p, &policy, &games, id);
+    let (x, o) = (&games[0], &games[1]);
+    assert_eq!(x["prompt_id"], format!("{id}:x"));
+    assert_eq!(o["prompt_id"], format!("{id}:o"));
+    assert_eq!(x["metadata"]["episode_id"], o["metadata"]["episode_id"]);
+    for r in [x, o] {
+        well_formed(r);
+        assert_eq!(r["status"], "completed");
+        assert_eq!(r["sample_index"], 0);
+        assert_eq!(r["metadata"]["arena"]["winner"], "x");
+        assert_eq!(r["metadata"]["arena"]["reason"], "line");
+        assert_eq!(r["metadata"]["arena"]["opponent"], "self");
+        let moves: Vec<i64> =
+            r["metadata"]["arena"]["moves"].as_array().unwrap().iter().map(|m| m["move"].as_i64().unwrap()).collect();
+        assert_eq!(moves, vec![1, 5, 2, 9, 3]);
+    }
+    assert_eq!(x["metadata"]["arena"]["result"], "win");
+    assert_eq!(o["metadata"]["arena"]["result"], "loss");
+    assert_eq!(o["metadata"]["arena"]["illegal_moves"], 1);
+    assert_eq!(x["turns"], 3);
+    assert_eq!(o["turns"], 3, "two moves and one refused attempt");
+    // What the environment said is in the untrained tokens only.
+    let seen_by_o = masked_text(o, 0);
+    assert!(seen_by_o.contains("Illegal move: cell 1 is already taken by X"), "{seen_by_o}");
+    assert!(seen_by_o.contains("X played cell 2."), "{seen_by_o}");
+    assert!(masked_text(o, 1).contains("\"cell\": 5"));
+    assert!(!masked_text(o, 1).contains("Illegal"));
+    assert!(masked_text(x, 0).contains("You played cell 1. O played cell 5."));
+
+    let scored = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "auto", "-i", "games.jsonl"], b"").ok().stdout);
+    let rewards: Vec<f64> = scored.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
+    assert_eq!(rewards, vec![1.0, -1.0]);
+    assert_eq!(scored[0]["reward_detail"]["rm"], "game");
+    let scored = jsonl(
+        &run_in(
+            p,
+            "arl-reward",
+            &["-q", "--rm", "game", "--game-draw", "0.5", "--game-loss", "0", "-i", "games.jsonl"],
+            b"",
+        )
+        .ok()
+        .stdout,
+    );
+    assert_eq!(scored.iter().map(|r| r["reward"].as_f64().unwrap()).sum::<f64>(), 1.0);
+
+    // arl-inspect show replays the game.
+    let shown = run_in(p, "arl-inspect", &["show", "-i", "games.jsonl", "--index", "1"], b"").ok().stdout_str();
+    assert!(shown.contains("seat o (O)") && shown.contains("result: LOSS (winner: x by line)"), "{shown}");
+    assert!(shown.contains("move 5: x (X) plays cell 3\n    X X X\n    4 O 6\n    7 8 O"), "{shown}");
+
+    an_opponent_that_never_moves_forfeits(p, &policy, id);
+}
+
+/// `--resume` on the scripted game's output (`games`, task `id`): the done
+/// task is not played again; a torn write that kept one seat's group is.
+fn resume_keeps_the_done_task_and_replays_a_torn_one(p: &Path, policy: &serve_util::Server, games: &[Value], id: &str) {
     // --resume knows a task is done when both seats' groups are in the file.
     let again = run_in(
         p,
@@ -167,55 +220,11 @@ fn scripted_games_give_both_seats_records_with_zero_sum_rewards() {
         redone.iter().map(|r| r["prompt_id"].as_str().unwrap()).collect::<Vec<_>>(),
         vec![format!("{id}:x"), format!("{id}:o")]
     );
-    let (x, o) = (&games[0], &games[1]);
-    assert_eq!(x["prompt_id"], format!("{id}:x"));
-    assert_eq!(o["prompt_id"], format!("{id}:o"));
-    assert_eq!(x["metadata"]["episode_id"], o["metadata"]["episode_id"]);
-    for r in [x, o] {
-        well_formed(r);
-        assert_eq!(r["status"], "completed");
-        assert_eq!(r["sample_index"], 0);
-        assert_eq!(r["metadata"]["arena"]["winner"], "x");
-        assert_eq!(r["metadata"]["arena"]["reason"], "line");
-        assert_eq!(r["metadata"]["arena"]["opponent"], "self");
-        let moves: Vec<i64> =
-            r["metadata"]["arena"]["moves"].as_array().unwrap().iter().map(|m| m["move"].as_i64().unwrap()).collect();
-        assert_eq!(moves, vec![1, 5, 2, 9, 3]);
-    }
-    assert_eq!(x["metadata"]["arena"]["result"], "win");
-    assert_eq!(o["metadata"]["arena"]["result"], "loss");
-    assert_eq!(o["metadata"]["arena"]["illegal_moves"], 1);
-    assert_eq!(x["turns"], 3);
-    assert_eq!(o["turns"], 3, "two moves and one refused attempt");
-    // What the environment said is in the untrained tokens only.
-    let seen_by_o = masked_text(o, 0);
-    assert!(seen_by_o.contains("Illegal move: cell 1 is already taken by X"), "{seen_by_o}");
-    assert!(seen_by_o.contains("X played cell 2."), "{seen_by_o}");
-    assert!(masked_text(o, 1).contains("\"cell\": 5"));
-    assert!(!masked_text(o, 1).contains("Illegal"));
-    assert!(masked_text(x, 0).contains("You played cell 1. O played cell 5."));
+}
 
-    let scored = jsonl(&run_in(p, "arl-reward", &["-q", "--rm", "auto", "-i", "games.jsonl"], b"").ok().stdout);
-    let rewards: Vec<f64> = scored.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
-    assert_eq!(rewards, vec![1.0, -1.0]);
-    assert_eq!(scored[0]["reward_detail"]["rm"], "game");
-    let scored = jsonl(
-        &run_in(
-            p,
-            "arl-reward",
-            &["-q", "--rm", "game", "--game-draw", "0.5", "--game-loss", "0", "-i", "games.jsonl"],
-            b"",
-        )
-        .ok()
-        .stdout,
-    );
-    assert_eq!(scored.iter().map(|r| r["reward"].as_f64().unwrap()).sum::<f64>(), 1.0);
-
-    // arl-inspect show replays the game.
-    let shown = run_in(p, "arl-inspect", &["show", "-i", "games.jsonl", "--index", "1"], b"").ok().stdout_str();
-    assert!(shown.contains("seat o (O)") && shown.contains("result: LOSS (winner: x by line)"), "{shown}");
-    assert!(shown.contains("move 5: x (X) plays cell 3\n    X X X\n    4 O 6\n    7 8 O"), "{shown}");
-
+/// An opponent behind a second server that never calls `move`: it forfeits
+/// every game of task `id`, scored inline and again by `arl-reward`.
+fn an_opponent_that_never_moves_forfeits(p: &Path, policy: &serve_util::Server, id: &str) {
     // An opponent behind another server that never calls `move` forfeits
     // after one refused attempt and its retry.
     let opp = scripted(p, "opponent", &[json!({"completion": "I would rather not play."})]);

@@ -268,24 +268,12 @@ fn open_metrics(args: &TrainConfig, rank: usize) -> Result<Option<std::fs::File>
     Ok(Some(f))
 }
 
+/// The run on this rank: checks, the records, the policy (and PPO's critic)
+/// with its optimizer, the log-probs the loss needs, then every step of the
+/// plan, saving at `--save-interval` and at the end.
 fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
+    check_zero_stage(args, comm)?;
     let (rank, world) = (comm.rank(), comm.size());
-    if args.zero_stage > 0 && world == 1 {
-        return Err(cli::hint(
-            cli::usage(format!(
-                "`--zero-stage {}` shards the optimizer state over ranks, but this job has one rank",
-                args.zero_stage
-            )),
-            "start 2 or more ranks (`--nproc N`, or `mpirun -n N arl-train …`), or drop `--zero-stage`",
-        ));
-    }
-    if args.zero_stage > 0 && !comm.can_shard() {
-        return Err(cli::usage(format!(
-            "`--zero-stage {}`: the {} engine has no all-gather / reduce-scatter",
-            args.zero_stage,
-            comm.engine()
-        )));
-    }
     let (device, kind) = placement(args, world)?;
     tch::manual_seed(args.seed as i64);
     let tok = super::chat_render::tokenizer_of(&args.model)?;
@@ -301,15 +289,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     // `--precision amp`: float32 weights, forwards under bf16 autocast.
     let amp = matches!(args.precision, Precision::Amp).then_some(AmpDtype::Bf16);
     model.set_amp(amp)?;
-    // Every rank starts from rank 0's weights; gradients are summed in buckets.
-    let bucket_bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(4.0) as usize;
-    let dp = (world > 1).then(|| {
-        let sync = GradSync::new(model.trainable_parameters().into_values().collect(), bucket_bytes);
-        sync.broadcast_params(comm);
-        let zero = (args.zero_stage > 0)
-            .then(|| Zero::new(model.trainable_parameters().into_values().collect(), world, rank, bucket_bytes));
-        DataParallel { comm, sync, zero }
-    });
+    let dp = data_parallel(args, &model, comm);
     if args.loss == LossKind::Rl {
         prepare_log_probs(args, &model, &mut samples, comm, amp)?;
     }
@@ -321,7 +301,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     };
     // PPO's critic (`--train-critic`): its own AdamW, one step per policy step
     // on the same global batch, saved before the policy.
-    let mut critic = match args.critic.train {
+    let critic = match args.critic.train {
         true => Some(CriticTrainer::new(
             &args.critic,
             &args.model,
@@ -350,7 +330,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
         opts: SaveOptions { kind: save_kind, max_shard_bytes: args.max_shard_bytes },
         decay_steps: plan.decay_steps,
     };
-    let mut metrics = open_metrics(args, rank)?;
+    let metrics = open_metrics(args, rank)?;
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let pb = cli::progress(args.input.quiet || rank != 0, Some(plan.steps), "steps");
     if let Some(d) = &dp {
@@ -359,6 +339,18 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
     // Optimizer state per rank (the largest, sharded); rank 0 reports it.
     let mut opt_bytes = [opt.state_bytes() as f64];
     comm.all_reduce_f64(&mut opt_bytes, ReduceOp::Max, "the optimizer state's size");
+    let mut t = Trainer {
+        args,
+        comm,
+        dp: dp.as_ref(),
+        samples: &samples,
+        lens: &lens,
+        model,
+        opt,
+        critic,
+        metrics,
+        opt_bytes: opt_bytes[0],
+    };
     let mut rng = arl_core::rng::Rng::new(args.seed);
     let mut step = plan.start_step;
     let mut end = plan.position(args.epochs, 0, true);
@@ -373,45 +365,10 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
             if plan.skipped(epoch, b as u64) {
                 continue;
             }
-            let t0 = Instant::now();
-            let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, plan.decay_steps, args.lr_schedule);
-            // This rank's token-balanced share of the global batch.
-            let mine = arl_dist::shard(chunk, &lens, world).swap_remove(rank);
-            // LoRA dropout draws from libtorch's generator, seeded per step:
-            // a resumed run draws the masks the uninterrupted one draws.
-            if model.lora_config().is_some_and(|l| l.dropout > 0.0) {
-                tch::manual_seed((args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ step) as i64);
-            }
-            let (grad_norm, s) = train_step(&mut model, &mut opt, args, &samples, &mine, &lens, lr, dp.as_ref())?;
+            let loss = t.step(step, epoch, chunk, plan.decay_steps)?;
             step += 1;
-            let secs = t0.elapsed().as_secs_f64();
-            let tk = s.tokens.max(1.0);
-            let mut m = json!({
-                "step": step, "epoch": epoch, "samples": chunk.len(), "tokens": s.all_tokens,
-                "trained_tokens": s.tokens, "loss": s.loss / tk, "lr": lr, "grad_norm": grad_norm,
-                "entropy": s.entropy / tk, "tokens_per_s": s.all_tokens as f64 / secs, "step_time_s": secs,
-                "peak_rss_bytes": peak_rss_bytes(), "world_size": world,
-                "optimizer_state_bytes": opt_bytes[0], "zero_stage": args.zero_stage,
-            });
-            s.add_metrics(&mut m, args, world);
-            if world > 1 {
-                // Every rank's peak, in rank order.
-                let mut rss = vec![0.0; world];
-                rss[rank] = peak_rss_bytes() as f64;
-                comm.all_reduce_f64(&mut rss, ReduceOp::Sum, "all-reduce of the ranks' peak memory");
-                m["rank_peak_rss_bytes"] = json!(rss);
-            }
-            if let Some(c) = critic.as_mut() {
-                for (k, v) in c.step(&samples, chunk, &lens)?.as_object().expect("object") {
-                    m[k] = v.clone();
-                }
-            }
-            if let Some(f) = metrics.as_mut() {
-                writeln!(f, "{m}").context("writing metrics")?;
-                f.flush()?;
-            }
             pb.inc(1);
-            pb.set_message(format!("loss {:.4}", s.loss / tk));
+            pb.set_message(format!("loss {loss:.4}"));
             let (e, k) = if b + 1 == plan.steps_per_epoch as usize { (epoch + 1, 0) } else { (epoch, b as u64 + 1) };
             let last = step == plan.start_step + plan.steps;
             if args.max_steps.is_some_and(|m| step - plan.start_step >= m) && !last {
@@ -419,17 +376,118 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
                 break 'epochs;
             }
             if args.save_interval > 0 && step % args.save_interval == 0 && !last {
-                saver.save(&model, &opt, step, plan.position(e, k, false))?;
+                saver.save(&t.model, &t.opt, step, plan.position(e, k, false))?;
             }
         }
     }
     pb.finish_and_clear();
-    if let Some(c) = &critic {
+    if let Some(c) = &t.critic {
         c.save(&saver.opts, &args.model)?;
     }
-    saver.save(&model, &opt, step, end)?;
+    saver.save(&t.model, &t.opt, step, end)?;
     inp.finish(TOOL, 0)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--zero-stage` needs several ranks, and an engine that can shard.
+fn check_zero_stage(args: &TrainConfig, comm: &dyn Collective) -> Result<()> {
+    if args.zero_stage > 0 && comm.size() == 1 {
+        return Err(cli::hint(
+            cli::usage(format!(
+                "`--zero-stage {}` shards the optimizer state over ranks, but this job has one rank",
+                args.zero_stage
+            )),
+            "start 2 or more ranks (`--nproc N`, or `mpirun -n N arl-train …`), or drop `--zero-stage`",
+        ));
+    }
+    if args.zero_stage > 0 && !comm.can_shard() {
+        return Err(cli::usage(format!(
+            "`--zero-stage {}`: the {} engine has no all-gather / reduce-scatter",
+            args.zero_stage,
+            comm.engine()
+        )));
+    }
+    Ok(())
+}
+
+/// With several ranks: every rank starts from rank 0's weights; gradients
+/// are summed in buckets (and with `--zero-stage`, the optimizer sharded).
+fn data_parallel<'a>(args: &TrainConfig, model: &Model, comm: &'a dyn Collective) -> Option<DataParallel<'a>> {
+    let (rank, world) = (comm.rank(), comm.size());
+    let bucket_bytes = (args.allreduce_bucket_mb * (1 << 20) as f64).max(4.0) as usize;
+    (world > 1).then(|| {
+        let sync = GradSync::new(model.trainable_parameters().into_values().collect(), bucket_bytes);
+        sync.broadcast_params(comm);
+        let zero = (args.zero_stage > 0)
+            .then(|| Zero::new(model.trainable_parameters().into_values().collect(), world, rank, bucket_bytes));
+        DataParallel { comm, sync, zero }
+    })
+}
+
+/// What the steps of a run work on: the policy and its optimizer, PPO's
+/// critic, the metrics file, and the samples every step draws from.
+struct Trainer<'a> {
+    args: &'a TrainConfig,
+    comm: &'a dyn Collective,
+    dp: Option<&'a DataParallel<'a>>,
+    samples: &'a [Sample],
+    /// Each sample's token count.
+    lens: &'a [usize],
+    model: Model,
+    opt: AdamW,
+    critic: Option<CriticTrainer>,
+    metrics: Option<std::fs::File>,
+    /// The optimizer state's size on the rank with the most.
+    opt_bytes: f64,
+}
+
+impl Trainer<'_> {
+    /// Trains one step on the global batch `chunk` of `epoch`, `step` steps
+    /// done before it, and writes its metrics line; returns its loss per
+    /// token.
+    fn step(&mut self, step: u64, epoch: u64, chunk: &[usize], decay_steps: u64) -> Result<f64> {
+        let (args, comm) = (self.args, self.comm);
+        let (rank, world) = (comm.rank(), comm.size());
+        let t0 = Instant::now();
+        let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, decay_steps, args.lr_schedule);
+        // This rank's token-balanced share of the global batch.
+        let mine = arl_dist::shard(chunk, self.lens, world).swap_remove(rank);
+        // LoRA dropout draws from libtorch's generator, seeded per step:
+        // a resumed run draws the masks the uninterrupted one draws.
+        if self.model.lora_config().is_some_and(|l| l.dropout > 0.0) {
+            tch::manual_seed((args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ step) as i64);
+        }
+        let (grad_norm, s) =
+            train_step(&mut self.model, &mut self.opt, args, self.samples, &mine, self.lens, lr, self.dp)?;
+        let step = step + 1;
+        let secs = t0.elapsed().as_secs_f64();
+        let tk = s.tokens.max(1.0);
+        let mut m = json!({
+            "step": step, "epoch": epoch, "samples": chunk.len(), "tokens": s.all_tokens,
+            "trained_tokens": s.tokens, "loss": s.loss / tk, "lr": lr, "grad_norm": grad_norm,
+            "entropy": s.entropy / tk, "tokens_per_s": s.all_tokens as f64 / secs, "step_time_s": secs,
+            "peak_rss_bytes": peak_rss_bytes(), "world_size": world,
+            "optimizer_state_bytes": self.opt_bytes, "zero_stage": args.zero_stage,
+        });
+        s.add_metrics(&mut m, args, world);
+        if world > 1 {
+            // Every rank's peak, in rank order.
+            let mut rss = vec![0.0; world];
+            rss[rank] = peak_rss_bytes() as f64;
+            comm.all_reduce_f64(&mut rss, ReduceOp::Sum, "all-reduce of the ranks' peak memory");
+            m["rank_peak_rss_bytes"] = json!(rss);
+        }
+        if let Some(c) = self.critic.as_mut() {
+            for (k, v) in c.step(self.samples, chunk, self.lens)?.as_object().expect("object") {
+                m[k] = v.clone();
+            }
+        }
+        if let Some(f) = self.metrics.as_mut() {
+            writeln!(f, "{m}").context("writing metrics")?;
+            f.flush()?;
+        }
+        Ok(s.loss / tk)
+    }
 }
 
 /// `--model`, with the adapter `--lora-rank` asks for attached (a fresh one,

@@ -40,39 +40,35 @@ pub(crate) struct StepStats {
 }
 
 impl StepStats {
+    /// The statistics summed over the ranks (all but the integer
+    /// `all_tokens`): the one list [`StepStats::reduce`] packs and unpacks,
+    /// so that a new sum is added here only.
+    fn sums_mut(&mut self) -> [&mut f64; 11] {
+        [
+            &mut self.loss,
+            &mut self.pg_loss,
+            &mut self.kl_loss,
+            &mut self.entropy,
+            &mut self.clipped,
+            &mut self.approx_kl,
+            &mut self.tis,
+            &mut self.mismatch_k3,
+            &mut self.mismatch_tokens,
+            &mut self.opsm_dropped,
+            &mut self.tokens,
+        ]
+    }
+
     /// Sums (and maxima) over the ranks: afterwards every rank holds the
     /// global batch's statistics.
     fn reduce(&mut self, comm: &dyn Collective) {
-        let mut sums = [
-            self.loss,
-            self.pg_loss,
-            self.kl_loss,
-            self.entropy,
-            self.clipped,
-            self.approx_kl,
-            self.tis,
-            self.mismatch_k3,
-            self.mismatch_tokens,
-            self.opsm_dropped,
-            self.tokens,
-            self.all_tokens as f64,
-        ];
+        let mut sums: Vec<f64> = self.sums_mut().map(|v| *v).into_iter().chain([self.all_tokens as f64]).collect();
         let mut maxes = [-self.ratio_min, self.ratio_max, self.mismatch_max];
         arl_dist::grads::reduce_stats(comm, &mut sums, &mut maxes);
-        [
-            self.loss,
-            self.pg_loss,
-            self.kl_loss,
-            self.entropy,
-            self.clipped,
-            self.approx_kl,
-            self.tis,
-            self.mismatch_k3,
-            self.mismatch_tokens,
-            self.opsm_dropped,
-            self.tokens,
-        ] = sums[..11].try_into().expect("11 sums");
-        self.all_tokens = sums[11] as usize;
+        self.all_tokens = sums.pop().expect("the token count") as usize;
+        for (v, sum) in self.sums_mut().into_iter().zip(sums) {
+            *v = sum;
+        }
         (self.ratio_min, self.ratio_max, self.mismatch_max) = (-maxes[0], maxes[1], maxes[2]);
     }
 

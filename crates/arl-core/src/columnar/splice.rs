@@ -26,12 +26,15 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::{ColumnChunkMetaData, PageIndexPolicy, ParquetMetaDataReader};
+use parquet::file::metadata::{ColumnChunkMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::reader::ChunkReader;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use thrift::{page_head, PageHead, Thrift};
+
+mod thrift;
 
 /// Pages copied and pages encoded again by splicing, over the process (read
 /// by the tests).
@@ -43,149 +46,6 @@ pub static PAGES_ENCODED: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct Spliced {
     pub bytes: Bytes,
     pub close: ColumnCloseResult,
-}
-
-/// What a page header says (Thrift compact protocol, `PageHeader`).
-#[derive(Debug, PartialEq)]
-pub(crate) struct PageHead {
-    pub header_len: usize,
-    /// `PageType`: 0 data page, 2 dictionary page, 3 data page v2.
-    pub kind: i32,
-    pub uncompressed: usize,
-    pub compressed: usize,
-    pub num_values: u64,
-}
-
-/// A reader of the Thrift compact protocol, enough to walk a page header.
-struct Thrift<'a> {
-    b: &'a [u8],
-    p: usize,
-}
-
-impl Thrift<'_> {
-    fn byte(&mut self) -> Option<u8> {
-        let v = *self.b.get(self.p)?;
-        self.p += 1;
-        Some(v)
-    }
-
-    fn advance(&mut self, n: usize) -> Option<()> {
-        self.p = self.p.checked_add(n).filter(|&e| e <= self.b.len())?;
-        Some(())
-    }
-
-    fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    fn i32(&mut self) -> Option<i32> {
-        let v = u32::try_from(self.varint()?).ok()?;
-        Some(((v >> 1) as i32) ^ -((v & 1) as i32))
-    }
-
-    /// The next field's (id, type), `None` at the struct's end.
-    fn field(&mut self, last: &mut i16) -> Option<Option<(i16, u8)>> {
-        let h = self.byte()?;
-        if h == 0 {
-            return Some(None);
-        }
-        let (delta, ty) = (h >> 4, h & 0x0f);
-        let id = if delta == 0 {
-            let v = u16::try_from(self.varint()?).ok()?;
-            ((v >> 1) as i16) ^ -((v & 1) as i16)
-        } else {
-            last.checked_add(i16::from(delta))?
-        };
-        *last = id;
-        Some(Some((id, ty)))
-    }
-
-    /// Skips a value of type `ty`; `in_collection`: a boolean takes a byte.
-    fn skip(&mut self, ty: u8, in_collection: bool, depth: u32) -> Option<()> {
-        if depth > 16 {
-            return None;
-        }
-        match ty {
-            1 | 2 if in_collection => self.advance(1),
-            1 | 2 => Some(()),
-            3 => self.advance(1),
-            4..=6 => self.varint().map(drop),
-            7 => self.advance(8),
-            8 => {
-                let n = usize::try_from(self.varint()?).ok()?;
-                self.advance(n)
-            }
-            9 | 10 => {
-                let h = self.byte()?;
-                let n = match h >> 4 {
-                    15 => self.varint()?,
-                    n => u64::from(n),
-                };
-                // Every element takes at least a byte: `n` is bounded by the input.
-                for _ in 0..n {
-                    self.skip(h & 0x0f, true, depth + 1)?;
-                }
-                Some(())
-            }
-            11 => {
-                let n = self.varint()?;
-                if n > 0 {
-                    let kv = self.byte()?;
-                    for _ in 0..n {
-                        self.skip(kv >> 4, true, depth + 1)?;
-                        self.skip(kv & 0x0f, true, depth + 1)?;
-                    }
-                }
-                Some(())
-            }
-            12 => self.skip_struct(depth + 1),
-            _ => None,
-        }
-    }
-
-    fn skip_struct(&mut self, depth: u32) -> Option<()> {
-        let mut last = 0;
-        while let Some((_, ty)) = self.field(&mut last)? {
-            self.skip(ty, false, depth)?;
-        }
-        Some(())
-    }
-
-    /// The `num_values` (field 1, i32) of a nested page header struct.
-    fn num_values(&mut self) -> Option<u64> {
-        let (mut last, mut n) = (0, None);
-        while let Some((id, ty)) = self.field(&mut last)? {
-            match (id, ty) {
-                (1, 5) => n = Some(u64::try_from(self.i32()?).ok()?),
-                _ => self.skip(ty, false, 1)?,
-            }
-        }
-        n
-    }
-}
-
-/// Parses the page header at the start of `buf`; `None` if it is not one.
-pub(crate) fn page_head(buf: &[u8]) -> Option<PageHead> {
-    let mut t = Thrift { b: buf, p: 0 };
-    let (mut last, mut kind, mut unc, mut comp, mut nv) = (0, None, None, None, None);
-    while let Some((id, ty)) = t.field(&mut last)? {
-        match (id, ty) {
-            (1, 5) => kind = Some(t.i32()?),
-            (2, 5) => unc = Some(usize::try_from(t.i32()?).ok()?),
-            (3, 5) => comp = Some(usize::try_from(t.i32()?).ok()?),
-            (5 | 7 | 8, 12) => nv = Some(t.num_values()?),
-            _ => t.skip(ty, false, 0)?,
-        }
-    }
-    Some(PageHead { header_len: t.p, kind: kind?, uncompressed: unc?, compressed: comp?, num_values: nv? })
 }
 
 /// One page of a chunk: where it is (relative to the chunk's start), its
@@ -221,31 +81,53 @@ pub(crate) fn splice_chunk(
     let Some((dict_len, dict_unc, pages)) = pages_of(&buf, start, c, oi.page_locations(), rows) else {
         return Ok(None);
     };
+    let plan = Plan::new(keep, pages);
+    let tiny = if plan.runs.is_empty() { None } else { Some(encode_runs(src, rg, col, c, page_bytes, &plan)?) };
+    assemble(c, &buf, (dict_len, dict_unc), &plan, tiny.as_ref()).map(Some)
+}
 
-    // Pages holding a dropped row, in runs of consecutive ones.
-    let end_of = |i: usize| pages.get(i + 1).map_or(rows, |p| p.first_row);
-    let hit: Vec<bool> = (0..pages.len()).map(|i| keep[pages[i].first_row..end_of(i)].contains(&false)).collect();
-    let mut runs: Vec<(usize, usize)> = Vec::new(); // page index ranges [a, b)
-    for (i, &h) in hit.iter().enumerate() {
-        match runs.last_mut() {
-            Some((_, b)) if h && *b == i => *b = i + 1,
-            _ if h => runs.push((i, i + 1)),
-            _ => {}
+/// Which pages of a chunk hold a dropped row, and where the kept rows land.
+struct Plan<'a> {
+    /// One flag per row of the row group: whether it is kept.
+    keep: &'a [bool],
+    pages: Vec<Page>,
+    /// Per page: whether it holds a dropped row.
+    hit: Vec<bool>,
+    /// Pages holding a dropped row, in runs of consecutive ones: page index
+    /// ranges [a, b).
+    runs: Vec<(usize, usize)>,
+    /// Rows before each row that are kept: where a row lands in the output.
+    kept_before: Vec<usize>,
+}
+
+impl<'a> Plan<'a> {
+    fn new(keep: &'a [bool], pages: Vec<Page>) -> Plan<'a> {
+        let rows = keep.len();
+        let end_of = |i: usize| pages.get(i + 1).map_or(rows, |p| p.first_row);
+        let hit: Vec<bool> = (0..pages.len()).map(|i| keep[pages[i].first_row..end_of(i)].contains(&false)).collect();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (i, &h) in hit.iter().enumerate() {
+            match runs.last_mut() {
+                Some((_, b)) if h && *b == i => *b = i + 1,
+                _ if h => runs.push((i, i + 1)),
+                _ => {}
+            }
         }
-    }
-    // Rows before each row that are kept: where a row lands in the output.
-    let mut kept_before = Vec::with_capacity(rows + 1);
-    kept_before.push(0usize);
-    for &k in keep {
-        kept_before.push(kept_before.last().copied().unwrap_or(0) + usize::from(k));
+        let mut kept_before = Vec::with_capacity(rows + 1);
+        kept_before.push(0usize);
+        for &k in keep {
+            kept_before.push(kept_before.last().copied().unwrap_or(0) + usize::from(k));
+        }
+        Plan { keep, pages, hit, runs, kept_before }
     }
 
-    // The kept rows of the runs, decoded (only the runs' pages are read:
-    // the offset index lets the reader skip the others), then encoded again,
-    // one row group of a scratch file per run.
-    let tiny = if runs.is_empty() {
-        None
-    } else {
+    /// The row after page `i`'s last.
+    fn end_of(&self, i: usize) -> usize {
+        self.pages.get(i + 1).map_or(self.keep.len(), |p| p.first_row)
+    }
+
+    /// The kept rows of the runs, as a row selection of the row group.
+    fn selection(&self) -> RowSelection {
         let mut sel = Vec::new();
         let mut push = |select: bool, n: usize| match sel.last_mut() {
             Some(RowSelector { row_count, skip }) if *skip != select => *row_count += n,
@@ -253,70 +135,98 @@ pub(crate) fn splice_chunk(
             _ => {}
         };
         let mut at = 0;
-        for &(a, b) in &runs {
-            push(false, pages[a].first_row - at);
-            for &k in &keep[pages[a].first_row..end_of(b - 1)] {
+        for &(a, b) in &self.runs {
+            push(false, self.pages[a].first_row - at);
+            for &k in &self.keep[self.pages[a].first_row..self.end_of(b - 1)] {
                 push(k, 1);
             }
-            at = end_of(b - 1);
+            at = self.end_of(b - 1);
         }
-        push(false, rows - at);
-        let arrays = super::guard(&src.name, || {
-            let rd = ParquetRecordBatchReaderBuilder::new_with_metadata(src.chunks.clone(), src.meta.clone())
-                .with_row_groups(vec![rg])
-                .with_projection(ProjectionMask::roots(src.meta.parquet_schema(), [col]))
-                .with_row_selection(RowSelection::from(sel))
-                .with_batch_size(rows.max(1))
-                .build()?;
-            let mut out = Vec::new();
-            for b in rd {
-                let b = b.map_err(|e| {
-                    crate::error::data(format!("`{}`: corrupt Parquet data in row group {rg}: {e}", src.name))
-                })?;
-                out.push(b.column(0).clone());
-            }
-            Ok(out)
-        })?;
-        let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
-        let kept = if refs.is_empty() {
-            arrow::array::new_empty_array(src.schema().field(col).data_type())
-        } else {
-            arrow::compute::concat(&refs)?
-        };
-        let schema = Arc::new(Schema::new(vec![src.schema().field(col).clone()]));
-        let props = WriterProperties::builder()
-            .set_compression(c.compression())
-            .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_data_page_size_limit(page_bytes)
-            .set_max_row_group_row_count(None)
-            .build();
-        let mut file = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut file, schema.clone(), Some(props))?;
-        let mut off = 0;
-        let mut sizes = Vec::new();
-        for &(a, b) in &runs {
-            let n = kept_before[end_of(b - 1)] - kept_before[pages[a].first_row];
-            anyhow::ensure!(off + n <= kept.len(), "internal: the runs' rows were not all decoded");
-            if n > 0 {
-                w.write(&RecordBatch::try_new(schema.clone(), vec![kept.slice(off, n)])?)?;
-                w.flush()?;
-                sizes.push(n as i64);
-            }
-            off += n;
-        }
-        anyhow::ensure!(off == kept.len(), "internal: more rows decoded than the runs keep");
-        w.close()?;
-        let file = Bytes::from(file);
-        let meta =
-            ParquetMetaDataReader::new().with_offset_index_policy(PageIndexPolicy::Required).parse_and_finish(&file)?;
-        let written: Vec<i64> = meta.row_groups().iter().map(|g| g.num_rows()).collect();
-        anyhow::ensure!(written == sizes, "internal: re-encoded runs of {sizes:?} rows came out as {written:?}");
-        Some((file, meta))
-    };
+        push(false, self.keep.len() - at);
+        RowSelection::from(sel)
+    }
+}
 
-    // The new chunk: the dictionary page, then the pages in order.
-    let mut out = Vec::with_capacity(len);
+/// The kept rows of the plan's runs, decoded (only the runs' pages are read:
+/// the offset index lets the reader skip the others), then encoded again,
+/// one row group of a scratch file per run that keeps a row; the scratch
+/// file and its metadata.
+fn encode_runs(
+    src: &ParquetSource,
+    rg: usize,
+    col: usize,
+    c: &ColumnChunkMetaData,
+    page_bytes: usize,
+    plan: &Plan,
+) -> Result<(Bytes, ParquetMetaData)> {
+    let (rows, pages, kept_before) = (plan.keep.len(), &plan.pages, &plan.kept_before);
+    let arrays = super::guard(&src.name, || {
+        let rd = ParquetRecordBatchReaderBuilder::new_with_metadata(src.chunks.clone(), src.meta.clone())
+            .with_row_groups(vec![rg])
+            .with_projection(ProjectionMask::roots(src.meta.parquet_schema(), [col]))
+            .with_row_selection(plan.selection())
+            .with_batch_size(rows.max(1))
+            .build()?;
+        let mut out = Vec::new();
+        for b in rd {
+            let b = b.map_err(|e| {
+                crate::error::data(format!("`{}`: corrupt Parquet data in row group {rg}: {e}", src.name))
+            })?;
+            out.push(b.column(0).clone());
+        }
+        Ok(out)
+    })?;
+    let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
+    let kept = if refs.is_empty() {
+        arrow::array::new_empty_array(src.schema().field(col).data_type())
+    } else {
+        arrow::compute::concat(&refs)?
+    };
+    let schema = Arc::new(Schema::new(vec![src.schema().field(col).clone()]));
+    let props = WriterProperties::builder()
+        .set_compression(c.compression())
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_data_page_size_limit(page_bytes)
+        .set_max_row_group_row_count(None)
+        .build();
+    let mut file = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut file, schema.clone(), Some(props))?;
+    let mut off = 0;
+    let mut sizes = Vec::new();
+    for &(a, b) in &plan.runs {
+        let n = kept_before[plan.end_of(b - 1)] - kept_before[pages[a].first_row];
+        anyhow::ensure!(off + n <= kept.len(), "internal: the runs' rows were not all decoded");
+        if n > 0 {
+            w.write(&RecordBatch::try_new(schema.clone(), vec![kept.slice(off, n)])?)?;
+            w.flush()?;
+            sizes.push(n as i64);
+        }
+        off += n;
+    }
+    anyhow::ensure!(off == kept.len(), "internal: more rows decoded than the runs keep");
+    w.close()?;
+    let file = Bytes::from(file);
+    let meta =
+        ParquetMetaDataReader::new().with_offset_index_policy(PageIndexPolicy::Required).parse_and_finish(&file)?;
+    let written: Vec<i64> = meta.row_groups().iter().map(|g| g.num_rows()).collect();
+    anyhow::ensure!(written == sizes, "internal: re-encoded runs of {sizes:?} rows came out as {written:?}");
+    Ok((file, meta))
+}
+
+/// The new chunk of `c` (whose bytes are `buf`, the dictionary page's length
+/// and uncompressed size `dict`): the dictionary page, then the pages in
+/// order, those without a dropped row copied from `buf` and each run's in
+/// their place from `tiny` (see [`encode_runs`]).
+fn assemble(
+    c: &ColumnChunkMetaData,
+    buf: &Bytes,
+    (dict_len, dict_unc): (usize, usize),
+    plan: &Plan,
+    tiny: Option<&(Bytes, ParquetMetaData)>,
+) -> Result<Spliced> {
+    let (rows, pages, hit, kept_before) = (plan.keep.len(), &plan.pages, &plan.hit, &plan.kept_before);
+    let mut out = Vec::with_capacity(buf.len());
     out.extend_from_slice(&buf[..dict_len]);
     let mut locs = Vec::new();
     let mut num_values = 0u64;
@@ -340,10 +250,10 @@ pub(crate) fn splice_chunk(
             i += 1;
             continue;
         }
-        let &(a, b) = runs.iter().find(|r| r.0 == i).expect("a hit page starts or continues a run");
+        let &(a, b) = plan.runs.iter().find(|r| r.0 == i).expect("a hit page starts or continues a run");
         let first = kept_before[pages[a].first_row];
-        if kept_before[end_of(b - 1)] > first {
-            let (file, meta) = tiny.as_ref().expect("runs were encoded");
+        if kept_before[plan.end_of(b - 1)] > first {
+            let (file, meta) = tiny.expect("runs were encoded");
             let tc = meta.row_group(tiny_rg).column(0);
             anyhow::ensure!(tc.dictionary_page_offset().is_none(), "internal: a dictionary in re-encoded pages");
             let ts = tc.data_page_offset();
@@ -383,7 +293,7 @@ pub(crate) fn splice_chunk(
     PAGES_COPIED.fetch_add(copied, Ordering::Relaxed);
     PAGES_ENCODED.fetch_add(encoded, Ordering::Relaxed);
     let bytes = Bytes::from(out);
-    Ok(Some(Spliced {
+    Ok(Spliced {
         close: ColumnCloseResult {
             bytes_written: bytes.len() as u64,
             rows_written: kept_rows as u64,
@@ -393,7 +303,7 @@ pub(crate) fn splice_chunk(
             offset_index: Some(OffsetIndexMetaData { page_locations: locs, unencoded_byte_array_data_bytes: None }),
         },
         bytes,
-    }))
+    })
 }
 
 /// The dictionary page's length and uncompressed size (header included) and
@@ -678,21 +588,6 @@ mod tests {
         filter(&bare, &out2, |r| !dropped(r));
         assert_eq!(json(&read_all(&out2).unwrap()), json(&want));
         assert_eq!(PAGES_COPIED.load(Ordering::Relaxed), copied);
-    }
-
-    #[test]
-    fn page_headers_are_read_and_garbage_is_not_one() {
-        // type 0, uncompressed 100, compressed 60, data_page_header (field 5) {
-        // num_values 7, encoding 0, def 3, rep 3, statistics { null_count 0 } }.
-        let h = [
-            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, 0x2c, 0x15, 0x0e, 0x15, 0x00, 0x15, 0x06, 0x15, 0x06, 0x1c, 0x36,
-            0x00, 0x00, 0x00, 0x00,
-        ];
-        let p = page_head(&h).expect("a header");
-        assert_eq!(p, PageHead { header_len: h.len(), kind: 0, uncompressed: 100, compressed: 60, num_values: 7 });
-        assert_eq!(page_head(&h[..10]), None, "cut short");
-        assert_eq!(page_head(&[0xff; 40]), None);
-        assert_eq!(page_head(&[0x19, 0xfc, 0xff, 0xff, 0xff, 0x0f]), None, "a list longer than the input");
     }
 
     #[test]

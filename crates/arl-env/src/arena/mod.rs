@@ -1,9 +1,8 @@
 //! The arena's games and rankings, apart from the episodes that play them
-//! (the arena module of `arl-rollout`): the board games' rules (`game`), tournaments over a
-//! group's samples (`tournament`), and their `arl-inspect show` views
-//! (`render`).
-pub mod game;
-pub mod render;
+//! (the arena module of `arl-rollout`): the board games' rules (`game`, from
+//! `arl-env-core`, which `arl-inspect show` replays them with) and
+//! tournaments over a group's samples (`tournament`).
+pub use arl_env_core::game;
 pub mod tournament;
 
 /// The seat names, in playing order (`X` moves first from the empty board).

@@ -14,6 +14,7 @@
 //! The state records what was submitted: `signups` (every sign-up form sent),
 //! `wishlist`, `cart`, the checkout's `shipping` and `delivery`, and the
 //! placed `orders`. [`check_goal`] compares it with a task's label.
+pub use arl_env_core::web::esc;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -81,21 +82,6 @@ pub enum Resp {
     },
     /// 303 to this path under the episode root.
     Redirect(String),
-}
-
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 fn page(st: &State, base: &str, title: &str, body: &str) -> String {

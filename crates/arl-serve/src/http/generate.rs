@@ -107,21 +107,7 @@ impl Running {
                 finish: None,
                 weight_version: version.clone(),
             });
-            jobs.push(Job {
-                rid: it.rid,
-                input_ids: it.input_ids,
-                params: it.params,
-                return_logprob: it.return_logprob,
-                logprob_start_len: it.logprob_start_len,
-                top_logprobs_num: it.top_logprobs_num,
-                sample_index: it.sample_index,
-                index,
-                stream,
-                tx: tx.clone(),
-                arrived: Instant::now(),
-                lora: it.lora,
-                adapter: None,
-            });
+            jobs.push(Job { item: it, index, stream, tx: tx.clone(), arrived: Instant::now(), adapter: None });
         }
         let run = Running { st: st.clone(), states, rx, done: 0, t0: Instant::now() };
         for j in jobs {

@@ -148,18 +148,9 @@ pub(super) fn per_prompt<'a>(
     }
 }
 
-/// One expanded item of a `/generate` request.
-pub struct Item {
-    pub rid: String,
-    pub input_ids: Vec<u32>,
-    pub params: Params,
-    pub return_logprob: bool,
-    pub logprob_start_len: usize,
-    pub top_logprobs_num: usize,
-    pub sample_index: u64,
-    /// The LoRA adapter to run with, by name (`lora_path`); `None`: the base.
-    pub lora: Option<String>,
-}
+/// One expanded item of a `/generate` request (the scheduler's type: a
+/// [`crate::scheduler::Job`] is an item on its way).
+pub use crate::scheduler::Item;
 
 /// `lora_path` of a request, one entry per prompt: a name (or null) for
 /// all, or a list with one name or null per prompt of a batch. Every name
@@ -203,9 +194,84 @@ pub struct GenerateRequest {
 
 /// Validates a `/generate` body and expands it prompt-major (`[p0.s0, p0.s1, …, p1.s0, …]`).
 ///
-/// Long (about 160 lines) on purpose: one check per request field, in the
-/// order of SGLang's `GenerateReqInput`, so the two can be read side by side.
+/// One check per request field, in the order of SGLang's `GenerateReqInput`,
+/// so the two can be read side by side (`parse_prompts` and `request_ids`
+/// hold the checks of the prompt and of `rid`).
 pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateRequest, String> {
+    let vocab = st.cfg.vocab_size;
+    let (prompts, batched) = parse_prompts(st, m)?;
+    let b = batched.then_some(prompts.len());
+    let sps: Vec<Option<&Value>> = match field(m, "sampling_params") {
+        Some(Value::Array(a)) => {
+            if a.len() != prompts.len() {
+                return Err(format!("`sampling_params` has {} entries for {} prompts", a.len(), prompts.len()));
+            }
+            a.iter().map(Some).collect()
+        }
+        other => vec![other; prompts.len()],
+    };
+    let parsed: Vec<(Params, usize)> = sps.into_iter().map(|v| parse_sampling(v, vocab)).collect::<Result<_, _>>()?;
+    let n = parsed[0].1;
+    if parsed.iter().any(|p| p.1 != n) {
+        return Err("all entries of `sampling_params` must have the same `n`".into());
+    }
+    let loras = lora_paths(st, m, prompts.len(), batched)?;
+    let rl = per_prompt(m, "return_logprob", b)?;
+    let ls = per_prompt(m, "logprob_start_len", b)?;
+    let tn = per_prompt(m, "top_logprobs_num", b)?;
+    let total = prompts.len() * n;
+    let rids = request_ids(st, m, prompts.len(), n)?;
+    let mut items = Vec::with_capacity(total);
+    for (p, ids) in prompts.into_iter().enumerate() {
+        let return_logprob = match rl[p] {
+            None => false,
+            Some(v) => v.as_bool().ok_or_else(|| format!("`return_logprob` must be true or false, got {v}"))?,
+        };
+        let start = match ls[p] {
+            None => -1,
+            Some(v) => v.as_i64().ok_or_else(|| format!("`logprob_start_len` must be an integer, got {v}"))?,
+        };
+        if start < -1 || start >= ids.len() as i64 {
+            return Err(format!(
+                "logprob_start_len ({start}) must be -1 or in [0, {}) for a prompt of {} tokens",
+                ids.len(),
+                ids.len()
+            ));
+        }
+        let top = match tn[p] {
+            None => 0,
+            Some(v) => {
+                v.as_u64().ok_or_else(|| format!("`top_logprobs_num` must be a non-negative integer, got {v}"))?
+                    as usize
+            }
+        };
+        // -1 means "only the output": SGLang then starts at the last prompt token.
+        let start = if start < 0 { ids.len() - 1 } else { start as usize };
+        for s in 0..n {
+            items.push(Item {
+                rid: rids[p * n + s].clone(),
+                input_ids: ids.clone(),
+                params: parsed[p].0.clone(),
+                return_logprob,
+                logprob_start_len: start,
+                top_logprobs_num: top.min(vocab),
+                sample_index: s as u64,
+                lora: loras[p].clone(),
+            });
+        }
+    }
+    Ok(GenerateRequest {
+        items,
+        batched: batched || n > 1,
+        stream: as_bool(m, "stream", false)?,
+        return_text_in_logprobs: as_bool(m, "return_text_in_logprobs", false)?,
+    })
+}
+
+/// The prompts of a `/generate` body (`text` or `input_ids`, one or a
+/// batch) as token ids, and whether it is a batch; each prompt non-empty and
+/// shorter than the context. Refuses the fields arl-serve does not support.
+fn parse_prompts(st: &AppState, m: &Map<String, Value>) -> Result<(Vec<Vec<u32>>, bool), String> {
     let vocab = st.cfg.vocab_size;
     let given: Vec<&str> =
         ["text", "input_ids", "input_embeds"].into_iter().filter(|k| field(m, k).is_some()).collect();
@@ -267,34 +333,21 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
             ));
         }
     }
-    let b = batched.then_some(prompts.len());
-    let sps: Vec<Option<&Value>> = match field(m, "sampling_params") {
+    Ok((prompts, batched))
+}
+
+/// The request ids of the `prompts * n` items: `rid` as given (one string,
+/// suffixed `_i` per item of a batch, or one per prompt), else fresh ones.
+fn request_ids(st: &AppState, m: &Map<String, Value>, prompts: usize, n: usize) -> Result<Vec<String>, String> {
+    let total = prompts * n;
+    match field(m, "rid") {
+        None => Ok((0..total).map(|_| st.uuid_hex()).collect()),
+        Some(Value::String(r)) if total == 1 => Ok(vec![r.clone()]),
+        Some(Value::String(r)) if n == 1 => Ok((0..total).map(|i| format!("{r}_{i}")).collect()),
+        Some(Value::String(_)) => Ok((0..total).map(|_| st.uuid_hex()).collect()),
         Some(Value::Array(a)) => {
-            if a.len() != prompts.len() {
-                return Err(format!("`sampling_params` has {} entries for {} prompts", a.len(), prompts.len()));
-            }
-            a.iter().map(Some).collect()
-        }
-        other => vec![other; prompts.len()],
-    };
-    let parsed: Vec<(Params, usize)> = sps.into_iter().map(|v| parse_sampling(v, vocab)).collect::<Result<_, _>>()?;
-    let n = parsed[0].1;
-    if parsed.iter().any(|p| p.1 != n) {
-        return Err("all entries of `sampling_params` must have the same `n`".into());
-    }
-    let loras = lora_paths(st, m, prompts.len(), batched)?;
-    let rl = per_prompt(m, "return_logprob", b)?;
-    let ls = per_prompt(m, "logprob_start_len", b)?;
-    let tn = per_prompt(m, "top_logprobs_num", b)?;
-    let total = prompts.len() * n;
-    let rids: Vec<String> = match field(m, "rid") {
-        None => (0..total).map(|_| st.uuid_hex()).collect(),
-        Some(Value::String(r)) if total == 1 => vec![r.clone()],
-        Some(Value::String(r)) if n == 1 => (0..total).map(|i| format!("{r}_{i}")).collect(),
-        Some(Value::String(_)) => (0..total).map(|_| st.uuid_hex()).collect(),
-        Some(Value::Array(a)) => {
-            if a.len() != prompts.len() {
-                return Err(format!("`rid` has {} entries for a batch of {}", a.len(), prompts.len()));
+            if a.len() != prompts {
+                return Err(format!("`rid` has {} entries for a batch of {}", a.len(), prompts));
             }
             let rs: Vec<String> = a
                 .iter()
@@ -305,56 +358,11 @@ pub fn parse_generate(st: &AppState, m: &Map<String, Value>) -> Result<GenerateR
                 return Err(format!("duplicate rid `{d}` in the batch"));
             }
             if n == 1 {
-                rs
+                Ok(rs)
             } else {
-                (0..total).map(|_| st.uuid_hex()).collect()
+                Ok((0..total).map(|_| st.uuid_hex()).collect())
             }
         }
-        Some(v) => return Err(format!("`rid` must be a string or a list of strings, got {v}")),
-    };
-    let mut items = Vec::with_capacity(total);
-    for (p, ids) in prompts.into_iter().enumerate() {
-        let return_logprob = match rl[p] {
-            None => false,
-            Some(v) => v.as_bool().ok_or_else(|| format!("`return_logprob` must be true or false, got {v}"))?,
-        };
-        let start = match ls[p] {
-            None => -1,
-            Some(v) => v.as_i64().ok_or_else(|| format!("`logprob_start_len` must be an integer, got {v}"))?,
-        };
-        if start < -1 || start >= ids.len() as i64 {
-            return Err(format!(
-                "logprob_start_len ({start}) must be -1 or in [0, {}) for a prompt of {} tokens",
-                ids.len(),
-                ids.len()
-            ));
-        }
-        let top = match tn[p] {
-            None => 0,
-            Some(v) => {
-                v.as_u64().ok_or_else(|| format!("`top_logprobs_num` must be a non-negative integer, got {v}"))?
-                    as usize
-            }
-        };
-        // -1 means "only the output": SGLang then starts at the last prompt token.
-        let start = if start < 0 { ids.len() - 1 } else { start as usize };
-        for s in 0..n {
-            items.push(Item {
-                rid: rids[p * n + s].clone(),
-                input_ids: ids.clone(),
-                params: parsed[p].0.clone(),
-                return_logprob,
-                logprob_start_len: start,
-                top_logprobs_num: top.min(vocab),
-                sample_index: s as u64,
-                lora: loras[p].clone(),
-            });
-        }
+        Some(v) => Err(format!("`rid` must be a string or a list of strings, got {v}")),
     }
-    Ok(GenerateRequest {
-        items,
-        batched: batched || n > 1,
-        stream: as_bool(m, "stream", false)?,
-        return_text_in_logprobs: as_bool(m, "return_text_in_logprobs", false)?,
-    })
 }

@@ -2,7 +2,7 @@
 //! move by move from `metadata.arena` (boards, who moved what, refused
 //! attempts, who won and how), and a tournament's ranking and matches from
 //! `reward_detail` of `arl-reward --rm arena`.
-use super::game::{self, Board, Game};
+use arl_env_core::game::{self, Board, Game};
 use serde_json::Value;
 
 /// The game section of a record played by `arl-rollout --arena`, if it is one.

@@ -66,7 +66,7 @@ impl Game {
                 "Column number 1-7, from the left",
             ),
         };
-        crate::tools::function_def(
+        crate::function_def(
             "move",
             desc,
             json!({"type": "object", "properties": {self.arg(): {"type": "integer", "description": arg_desc}}, "required": [self.arg()]}),
