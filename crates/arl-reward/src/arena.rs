@@ -10,7 +10,7 @@
 //!   decides each match: a rule (`longer`, `shorter`), a reward function's
 //!   score (`score`: the higher base reward wins), an external program (`cmd`)
 //!   or a model behind an OpenAI-style endpoint (`model`).
-use crate::score::{Score, ScoreError};
+use crate::score::{BaseScore, Score, ScoreError};
 use anyhow::{anyhow, bail, Context, Result};
 use arl_core::record::Record;
 use arl_env::arena::tournament::{self, Format, Verdict, Winner};
@@ -73,7 +73,7 @@ pub enum Judge {
     Longer,
     Shorter,
     /// The higher base score of a reward function wins (against the label).
-    Score(Box<super::Rm>),
+    Score(BaseScore),
     Cmd(CmdJudge),
     Model(ModelJudge),
 }
@@ -99,9 +99,9 @@ impl Judge {
                 let ord = if matches!(self, Judge::Longer) { la.cmp(&lb) } else { lb.cmp(&la) };
                 Ok(Verdict { winner: from_ord(ord), note: json!({"len_a": la, "len_b": lb}) })
             }
-            Judge::Score(rm) => {
-                let sa = super::base_score(rm, None, a).map_err(|e| e.0)?.reward;
-                let sb = super::base_score(rm, None, b).map_err(|e| e.0)?.reward;
+            Judge::Score(score) => {
+                let sa = score(a).map_err(|e| e.0)?.reward;
+                let sb = score(b).map_err(|e| e.0)?.reward;
                 Ok(Verdict {
                     winner: from_ord(sa.partial_cmp(&sb).unwrap_or(std::cmp::Ordering::Equal)),
                     note: json!({"score_a": sa, "score_b": sb}),

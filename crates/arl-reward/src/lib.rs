@@ -20,7 +20,7 @@ pub mod web;
 use arl_core::record::Record;
 use arl_env::sandbox::Sandbox;
 use score::{err, need_label, need_response};
-pub use score::{Score, ScoreError};
+pub use score::{BaseScore, Score, ScoreError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

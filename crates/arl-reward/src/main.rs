@@ -605,7 +605,8 @@ fn build_judge(a: &Args) -> Result<reward::arena::Judge> {
         JudgeKind::Shorter => Judge::Shorter,
         JudgeKind::Score => match a.judge_rm {
             RmName::Math | RmName::Exact | RmName::F1 | RmName::Regex => {
-                Judge::Score(Box::new(build_rm(a, a.judge_rm)?))
+                let rm = build_rm(a, a.judge_rm)?;
+                Judge::Score(Box::new(move |r| reward::base_score(&rm, None, r)))
             }
             _ => return Err(cli::usage("`--judge-rm`: a judge score must be a rule reward (math, exact, f1, regex)")),
         },

@@ -25,6 +25,11 @@ impl std::fmt::Display for ScoreError {
 
 impl std::error::Error for ScoreError {}
 
+/// A reward that scores one record on its own, against its label (the
+/// arena's `score` judge compares two records by one; built from a rule
+/// reward with [`crate::base_score`]).
+pub type BaseScore = Box<dyn Fn(&Record) -> Result<Score, ScoreError> + Send + Sync>;
+
 pub(crate) fn err(s: impl Into<String>) -> ScoreError {
     ScoreError(s.into())
 }
