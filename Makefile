@@ -25,7 +25,7 @@ TOOLS := arl-advantage arl-env arl-filter arl-inspect arl-reward arl-rollout arl
 # An experiment file for `make run` (see experiments/).
 EXP ?= experiments/demo.env
 
-.PHONY: all setup setup-tests build models lint test chaos fuzz docs book demo run bench install clean-runs
+.PHONY: all setup setup-tests build models lint test chaos fuzz docs book demo run bench install clean-runs device-bundle
 
 all: build
 
@@ -114,6 +114,15 @@ run: build
 
 bench: build
 	scripts/bench/io.sh
+
+# arl-train and arl-serve for the lent GPU machine (PyTorch 2.11 in
+# /opt/torch/.venv, no Rust, no network, ≤ 64 MiB): built against the
+# torch==2.11.0 wheel without MPI into target/device, packed with
+# scripts/device-check.sh and the tiny models into target/device-bundle/,
+# then proven on this CPU (its dry run, and log-probs beside the main build's).
+# See docs/device.md and scripts/device-bundle.sh.
+device-bundle: build
+	scripts/device-bundle.sh
 
 # The binaries, their man pages and shell completions under PREFIX
 # (`make install PREFIX=~/.local`).

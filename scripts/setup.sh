@@ -5,6 +5,9 @@
 #   scripts/setup.sh --tests   ... and what only the tests and benchmarks need
 #   scripts/setup.sh --tracking   ... and the experiment-tracking libraries
 #                              (TensorBoard, W&B, MLflow: scripts/track.py)
+#   scripts/setup.sh --device  only the second virtualenv `make device-bundle`
+#                              builds against: the GPU machine's torch==2.11.0
+#                              and transformers (scripts/requirements-device.txt)
 #
 #  * Debian packages. To build: a C/C++ toolchain, pkg-config, python3-venv,
 #    OpenMPI (for data-parallel `arl-train`; without it the trainer builds
@@ -38,11 +41,13 @@ mkdir -p "$cache"
 
 tests=0
 tracking=0
+device=0
 for a in "$@"; do
   case "$a" in
     --tests) tests=1; tracking=1 ;;
     --tracking) tracking=1 ;;
-    *) echo "usage: scripts/setup.sh [--tests] [--tracking]" >&2; exit 2 ;;
+    --device) device=1 ;;
+    *) echo "usage: scripts/setup.sh [--tests] [--tracking] [--device]" >&2; exit 2 ;;
   esac
 done
 
@@ -68,16 +73,27 @@ fi
 # One stamp per requirements file: the test packages are added to the same
 # venv when asked for, and a changed file is installed again.
 install_reqs() {
-  local req=$1 stamp
+  local req=$1 venv=${2:-$venv} stamp
   stamp=$venv/.arl-stamp-$(basename "$req" .txt)
   local want
   want=$(cat "$here/requirements.txt" "$req" | sha256sum | cut -c1-16)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    log "installing $(basename "$req") into $venv (torch==2.13.0 takes a minute or two)"
+    log "installing $(basename "$req") into $venv (a torch wheel takes a minute or two)"
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
     echo "$want" > "$stamp"
   fi
 }
+if [ "$device" = 1 ]; then
+  # The device bundle's torch 2.11 (no Debian packages beyond the build's).
+  dvenv=$cache/venv-torch-2.11.0
+  if [ ! -x "$dvenv/bin/python" ]; then
+    log "creating virtualenv $dvenv"
+    python3 -m venv "$dvenv"
+  fi
+  install_reqs "$here/requirements-device.txt" "$dvenv"
+  log "ok"
+  exit 0
+fi
 if [ "${ARL_NO_TORCH:-0}" != 1 ]; then
   if [ ! -x "$venv/bin/python" ]; then
     log "creating virtualenv $venv"

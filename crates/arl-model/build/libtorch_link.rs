@@ -15,7 +15,17 @@ fn libtorch_lib() -> Option<std::path::PathBuf> {
 /// package's tests): nothing in Rust references a symbol of it, so under the
 /// default `--as-needed` the linker drops it and CUDA silently stays
 /// unavailable on a GPU machine.
+///
+/// `ARL_TORCH_RPATH` (directories, `:`-separated) goes in the rpath before
+/// the build machine's libtorch: where a binary built here finds libtorch on
+/// another machine (`make device-bundle`: the GPU machine's PyTorch).
 fn link_libtorch(lib: &std::path::Path, bins: &[&str]) {
+    println!("cargo:rerun-if-env-changed=ARL_TORCH_RPATH");
+    if let Ok(dirs) = std::env::var("ARL_TORCH_RPATH") {
+        for dir in dirs.split(':').filter(|d| !d.is_empty()) {
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+        }
+    }
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     if lib.join("libtorch_cuda.so").exists() {
         for bin in bins {

@@ -2,6 +2,7 @@
 //! (before any model is opened), resolved to a libtorch device when the run
 //! starts.
 use anyhow::Result;
+use std::os::raw::c_int;
 use tch::Device;
 
 /// A device as the user named it.
@@ -57,4 +58,29 @@ impl std::fmt::Display for DeviceSpec {
             DeviceSpec::CudaN(n) => write!(f, "cuda:{n}"),
         }
     }
+}
+
+extern "C" {
+    fn arl_cuda_memory_peak(index: c_int, allocated: *mut i64, reserved: *mut i64) -> c_int;
+}
+
+/// The CUDA caching allocator's peak on a device, in bytes, since the
+/// process started: what
+/// `torch.cuda.max_memory_allocated` and `max_memory_reserved` report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPeak {
+    /// Held by tensors.
+    pub allocated: u64,
+    /// Held by the allocator's cache (allocated, plus free blocks it keeps).
+    pub reserved: u64,
+}
+
+/// The peak on `device`; `None` on the CPU (which has no such allocator:
+/// see the process's peak RSS) or where libtorch refuses.
+pub fn memory_peak(device: Device) -> Option<MemoryPeak> {
+    let Device::Cuda(i) = device else { return None };
+    let (mut allocated, mut reserved) = (0i64, 0i64);
+    // SAFETY: the shim writes the two integers and catches every C++ exception.
+    let rc = unsafe { arl_cuda_memory_peak(i as c_int, &mut allocated, &mut reserved) };
+    (rc == 0).then(|| MemoryPeak { allocated: allocated.max(0) as u64, reserved: reserved.max(0) as u64 })
 }

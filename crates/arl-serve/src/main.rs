@@ -357,7 +357,10 @@ fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, Stri
         tch::set_num_threads(n);
     }
     let matmul = tch_engine::parse_cpu_matmul(&args.cpu_matmul).map_err(|e| cli::usage(e.to_string()))?;
-    let device = tch_engine::parse_device(&args.device).map_err(|e| cli::usage(e.to_string()))?;
+    // Read as `arl-train` reads it; a CUDA device this machine lacks is an
+    // error naming how many it has, before any weight is loaded.
+    let spec = arl_model::device::DeviceSpec::parse(&args.device).map_err(cli::usage)?;
+    let device = spec.resolve(None)?;
     let kind = tch_engine::parse_dtype(&args.dtype, device, &args.model_path).map_err(|e| cli::usage(e.to_string()))?;
     let devices: Vec<Device> = match device {
         Device::Cuda(base) if args.dp_size > 1 => {

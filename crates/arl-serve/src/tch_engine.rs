@@ -21,19 +21,6 @@ pub struct TchEngine {
     device: Device,
 }
 
-/// `auto` (CUDA when available), `cpu`, `cuda` or `cuda:N`.
-pub fn parse_device(s: &str) -> Result<Device> {
-    Ok(match s {
-        "auto" => Device::cuda_if_available(),
-        "cpu" => Device::Cpu,
-        "cuda" => Device::Cuda(0),
-        _ => match s.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
-            Some(n) => Device::Cuda(n),
-            None => anyhow::bail!("unknown device `{s}` (auto, cpu, cuda, cuda:N)"),
-        },
-    })
-}
-
 /// `auto` is float32 on CPU (exact log-probs) and the checkpoint's dtype
 /// (bfloat16 when unsaid) on CUDA.
 pub fn parse_dtype(s: &str, device: Device, model_dir: &Path) -> Result<Kind> {

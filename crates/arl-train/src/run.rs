@@ -470,6 +470,10 @@ impl Trainer<'_> {
             "optimizer_state_bytes": self.opt_bytes, "zero_stage": args.zero_stage,
         });
         s.add_metrics(&mut m, args, world);
+        if let Some(peak) = arl_model::device::memory_peak(self.model.device()) {
+            m["peak_gpu_allocated_bytes"] = json!(peak.allocated);
+            m["peak_gpu_reserved_bytes"] = json!(peak.reserved);
+        }
         if world > 1 {
             // Every rank's peak, in rank order.
             let mut rss = vec![0.0; world];
