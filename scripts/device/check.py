@@ -494,6 +494,8 @@ def arl_generate(url, prompts, new, rounds, timeout):
             dt = time.perf_counter() - t0
             toks = sum(o["meta_info"]["completion_tokens"] for o in outs)
             best = dt if best is None else min(best, dt)
+            if dt > 60:  # slow enough that one round is the figure: time goes to the rest
+                break
     return toks, best
 
 
@@ -515,6 +517,8 @@ def torch_generate(model_dir, prompts, new, rounds, dev, dtype):
             sync(dev)
             dt = time.perf_counter() - t0
             best = dt if best is None else min(best, dt)
+            if dt > 60:
+                break
     peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
     toks = (out.shape[1] - ids.shape[1]) * ids.shape[0]
     del model
@@ -575,6 +579,8 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     env = dict(os.environ)
     m = machine(dev)
+    manifest = os.path.join(a.root, "MANIFEST.txt")
+    m["bundle"] = open(manifest).readline().strip() if os.path.exists(manifest) else None
     c = Checks(a.json, dict(mode="dry-run" if a.dry_run else "gpu", machine=m,
                             date=time.strftime("%Y-%m-%d %H:%M:%S %Z")))
     t_start = time.time()
