@@ -86,7 +86,7 @@ free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)
 # serve DIR PORT [ARGS...]: arl-serve in the background; SERVE_PID is set.
 serve() {
   local dir=$1 port=$2; shift 2
-  "$BIN/arl-serve" --model-path "$dir" --port "$port" --random-seed 1 --cpu-threads 1 "$@" >>"$W/serve-$port.log" 2>&1 &
+  "$BIN/arl-serve" --model-path "$dir" --port "$port" --random-seed 1 --cpu-threads 1 --dtype float32 "$@" >>"$W/serve-$port.log" 2>&1 &
   SERVE_PID=$!
   PIDS+=("$SERVE_PID")
   local until=$((SECONDS + 60))

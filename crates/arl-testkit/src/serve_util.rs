@@ -16,9 +16,15 @@ pub struct Server {
 
 impl Server {
     /// Starts `arl-serve ARGS --port 0` and waits for its "listening on" line.
+    /// The tests compare numbers (log-probs, greedy tokens) with float32
+    /// references, so the weights are float32 unless ARGS say `--dtype`:
+    /// what `--dtype auto` picks may differ from one CPU to the next.
     pub fn start(args: &[&str]) -> Server {
         let mut cmd = Command::new(super::common::exe("arl-serve"));
         cmd.args(args).args(["--port", "0"]);
+        if !args.contains(&"--dtype") {
+            cmd.args(["--dtype", "float32"]);
+        }
         let (daemon, url) = Daemon::start("arl-serve", &mut cmd, "arl-serve: listening on ", Duration::from_secs(120));
         Server { daemon, url }
     }

@@ -42,9 +42,13 @@ pub fn advantaged_records(n: usize, adv: impl Fn(usize) -> f32) -> String {
 }
 
 /// `arl-train` on one thread, quiet, run in `dir` with `args` and `input`
-/// on stdin.
+/// on stdin; in float32 unless `args` say `--precision` (the tests compare
+/// numbers, and what `--precision auto` picks may differ between CPUs).
 pub fn train(dir: &Path, args: &[&str], input: &str) -> crate::common::Run {
     let mut a = vec!["--threads", "1", "-q"];
+    if !args.contains(&"--precision") {
+        a.extend(["--precision", "fp32"]);
+    }
     a.extend_from_slice(args);
     crate::common::run_in(dir, "arl-train", &a, input.as_bytes())
 }

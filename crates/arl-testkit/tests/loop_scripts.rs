@@ -36,8 +36,9 @@ fn script(p: &Path, name: &str, vars: &[(&str, &str)]) -> common::Run {
         .env("BATCH", "4")
         .env("N", "4")
         .env("ROLLOUT_ARGS", "--tools calculator --max-turns 2 --max-response-len 40")
-        .env("TRAIN_ARGS", "--lr 1e-3")
-        .env("SERVE_ARGS", "")
+        // float32 on both sides: the replay compares numbers bit for bit.
+        .env("TRAIN_ARGS", "--lr 1e-3 --precision fp32")
+        .env("SERVE_ARGS", "--dtype float32")
         .env_remove("EXP");
     for (k, v) in vars {
         cmd.env(k, v);
@@ -100,7 +101,7 @@ fn tracked_equals_metrics(run: &Path, m: &[serde_json::Value]) {
     assert_eq!(t["mlflow"]["params"]["BATCH"], "4", "{}", t["mlflow"]);
     assert_eq!(t["mlflow"]["status"], "FINISHED");
     assert!(t["mlflow"]["artifacts"].as_array().unwrap().iter().any(|a| a == "commands.log"));
-    assert_eq!(t["wandb"]["config"]["TRAIN_ARGS"], "--lr 1e-3", "{}", t["wandb"]["config"]);
+    assert_eq!(t["wandb"]["config"]["TRAIN_ARGS"], "--lr 1e-3 --precision fp32", "{}", t["wandb"]["config"]);
     assert!(t["wandb"]["files"].as_array().unwrap().iter().any(|a| a == "commands.log"));
     let texts = t["tensorboard"]["texts"].as_array().unwrap();
     assert!(texts.iter().any(|x| x.as_str().unwrap().starts_with("config/params")), "{texts:?}");
@@ -326,7 +327,7 @@ fn sync_loop_trains_a_lora_adapter() {
             ("PORT", "30144"),
             ("LORA_RANK", "2"),
             ("LORA_ARGS", "--lora-alpha 4 --lora-targets all-linear"),
-            ("TRAIN_ARGS", "--lr 1e-2"),
+            ("TRAIN_ARGS", "--lr 1e-2 --precision fp32"),
             ("REWARD_ARGS", "--rm regex --pattern 7"),
             ("EVAL_PROMPTS", p.join("prompts.jsonl").to_str().unwrap().to_string().leak()),
             ("EVAL_EVERY", "2"),

@@ -143,6 +143,8 @@ fn three_steps_of_the_loop_against_arl_serve() {
             "arl-train",
             &[
                 "-q",
+                "--precision",
+                "fp32",
                 "--model",
                 &prev,
                 "--save",

@@ -66,6 +66,8 @@ fn train_critic(dir: &Path, extra: &[&str], input: &str) -> common::Run {
         "--threads",
         "1",
         "-q",
+        "--precision",
+        "fp32",
         "--model",
         m.to_str().unwrap(),
         "--save",

@@ -120,7 +120,7 @@ fn sft_messages_render_on_every_thread_in_input_order() {
         let save = format!("out-{threads}");
         let rejects = format!("rej-{threads}.jsonl");
         #[rustfmt::skip]
-        let args = ["--threads", threads, "-q", "--model", m.to_str().unwrap(), "--loss", "sft", "--max-steps", "1",
+        let args = ["--threads", threads, "-q", "--precision", "fp32", "--model", m.to_str().unwrap(), "--loss", "sft", "--max-steps", "1",
                     "--global-batch-size", "8", "--save", &save, "--on-error", "skip", "--rejects", &rejects];
         run_in(t.path(), "arl-train", &args, input.as_bytes()).ok();
         let state: Value =

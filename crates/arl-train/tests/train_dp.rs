@@ -276,7 +276,7 @@ impl Job {
             .arg(tiny())
             .args(["-i", "in.jsonl"])
             .args(["--save", "ck", "--save-interval", "5", "--metrics", "m.jsonl", "--global-batch-size", "4"])
-            .args(["--lr", "1e-4", "--epochs", "100000", "--threads", "1", "-q", "--nproc", "2"])
+            .args(["--lr", "1e-4", "--epochs", "100000", "--threads", "1", "-q", "--nproc", "2", "--precision", "fp32"])
             .args(extra)
             .current_dir(dir)
             .env("ARL_TEST_JOB", &marker)

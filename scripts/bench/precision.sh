@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# What bf16 buys on this CPU, float32 and bf16 side by side in one run — the
+# measurements issue 44 starts from (arl serves and trains in float32 on the
+# CPU today; `--dtype bfloat16` / `--precision bf16` are there to ask for):
+#
+#  * libtorch's matrix multiply at the model's decode, prefill and train
+#    shapes, float32 vs bf16, in TFLOP/s;
+#  * the memory bandwidth THREADS threads stream, and each precision's floor
+#    for one decode step (the weights' bytes ÷ that bandwidth);
+#  * greedy decoding at CONCS concurrent requests: arl-serve --dtype float32
+#    and --dtype bfloat16 (DP replicas), transformers' `generate` in float32
+#    and bf16 — tokens/s and ms per decode step, beside the floors.
+#
+#   scripts/bench/precision.sh                         # SmolLM2-135M (make models), 1 8 64 requests
+#   MODEL=testdata/tiny-model CONCS="1 8" NEW=16 scripts/bench/precision.sh   # a quick look
+#
+# Prints the CPU model and its bf16 instructions (AVX-512 BF16, AMX) first:
+# record them with the figures (docs/benchmarks.md).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/bench/lib/cpu.sh; bench_machine
+. scripts/env.sh
+flags=$(grep -o -w 'avx512_bf16\|amx_bf16\|amx_tile\|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')
+echo "CPU: $CPU_MODEL; instructions: ${flags:-none of avx512f, avx512_bf16, amx_bf16, amx_tile}"
+smol=$ARL_CACHE/models/SmolLM2-135M-Instruct
+MODEL=${MODEL:-$([ -d "$smol" ] && echo "$smol" || echo testdata/tiny-model)}
+THREADS=${THREADS:-$(nproc)}; CONCS=${CONCS:-1 8 64}; NEW=${NEW:-64}; PROMPT=${PROMPT:-16}; DP=${DP:-1}
+cargo build --release --quiet -p arl-serve
+"$ARL_PYTHON" scripts/bench/py/precision_bench.py target/release "$MODEL" "$THREADS" "$CONCS" "$NEW" "$PROMPT" "$DP"
