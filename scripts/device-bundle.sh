@@ -126,19 +126,18 @@ ref=target/release/arl-train
 if [ -x "$ref" ]; then
   say "log-probs of the bundle (torch $torch_version) beside the main build (torch 2.13, $ref)"
   "$venv/bin/python" - "$dest/arl-device/bin/arl-train" "$ref" <<'EOF'
-import json, os, random, subprocess, sys, tempfile
+import json, os, random, subprocess, sys
 new, old = sys.argv[1], sys.argv[2]
 worst = 0.0
+for b in (new, old):
+    lib = [l.split("=>")[1].split("(")[0].strip() for l in subprocess.run(["ldd", b], capture_output=True, text=True).stdout.splitlines() if "libtorch_cpu" in l]
+    print(f"  {b} loads {lib[0] if lib else '(no libtorch_cpu)'}")
 for m in ["testdata/golden/qwen2", "testdata/golden/qwen3", "testdata/golden/llama", "testdata/tiny-model"]:
     v = json.load(open(f"{m}/config.json"))["vocab_size"]
     rng = random.Random(7)
     recs = "".join(json.dumps({"prompt_id": f"s{i}", "tokens": [rng.randrange(v) for _ in range(16)], "prompt_len": 1,
                                "loss_mask": [1] * 15}) + "\n" for i in range(4))
     outs = []
-    if m.endswith("qwen2"):
-        for b in (new, old):
-            lib = [l.split("=>")[1].split("(")[0].strip() for l in subprocess.run(["ldd", b], capture_output=True, text=True).stdout.splitlines() if "libtorch_cpu" in l]
-            print(f"  {b} loads {lib[0] if lib else '(no libtorch_cpu)'}")
     for b in (new, old):
         # Each binary with its own libtorch (its rpath): no LD_LIBRARY_PATH.
         env = {k: x for k, x in os.environ.items() if k != "LD_LIBRARY_PATH"}

@@ -31,10 +31,8 @@ import os
 import platform
 import random
 import shutil
-import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -114,8 +112,6 @@ def run(cmd, timeout, **kw):
 def fmt(x, unit=""):
     if x is None:
         return None
-    if isinstance(x, str):
-        return x
     if abs(x) >= 100:
         return f"{x:,.0f}{unit}"
     return f"{x:.3g}{unit}"
@@ -414,14 +410,14 @@ def check_rl(c, bindir, model_dir, shape, dev, work, arl_ok, env, m, dry):
         elif len(lines) != steps:
             c.row("rl step", label, arl=f"{len(lines)} steps", note=f"expected {steps} metrics lines", ok=False)
         else:
-            arl = lines[-1]
+            arl, arl_first = lines[-1], lines[0]
     else:
         c.row("rl step", label, torch_=f"{t_torch:.3f} s", note="arl not run", ok=False)
     t_arl = arl["step_time_s"] if arl else None
     if arl is not None:
         c.row("rl step", "step time (last of %d)" % steps, arl=f"{t_arl:.3f} s", torch_=f"{t_torch:.3f} s",
               note=f"{label}; PyTorch time / arl time {t_torch / t_arl:.2f}×", ok=math.isfinite(arl["loss"]))
-        c.row("rl step", "first step (warm-up)", arl=f"{first_time(work):.3f} s", torch_=f"{times[0]:.3f} s")
+        c.row("rl step", "first step (warm-up)", arl=f"{arl_first['step_time_s']:.3f} s", torch_=f"{times[0]:.3f} s")
     c.row("rl step", "tokens/s", arl=fmt(tokens / t_arl) if t_arl else None, torch_=fmt(tokens / t_torch))
     c.row("rl step", "peak GPU memory (allocated)", arl=gib(arl.get("peak_gpu_allocated_bytes")) if arl else None,
           torch_=gib(tpeak), note="CPU: not measured" if dev.type != "cuda" else "")
@@ -431,10 +427,6 @@ def check_rl(c, bindir, model_dir, shape, dev, work, arl_ok, env, m, dry):
     else:
         c.row("rl step", "MFU", note="no peak figure for this device")
     return dict(tokens=tokens, flops=flops, arl=arl, torch_times=times, torch_peak=tpeak)
-
-
-def first_time(work):
-    return json.loads(open(os.path.join(work, "train-metrics.jsonl")).readline())["step_time_s"]
 
 
 # --- generate ----------------------------------------------------------------------
