@@ -232,7 +232,7 @@ fn map_tensors(g: &Gguf, arch: Arch, layers: u64, heads: u64, kv_heads: u64) -> 
 /// Rows of a `[rows, cols]` projection in transformers' order from llama.cpp's:
 /// within each head, llama.cpp row `2i + h` holds transformers' row `h·d/2 + i`.
 fn unpermute_rows(w: &[f32], rows: usize, cols: usize, heads: usize) -> Result<Vec<f32>> {
-    if heads == 0 || rows % heads != 0 || (rows / heads) % 2 != 0 {
+    if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) {
         anyhow::bail!("{rows} rows cannot be split into {heads} heads of an even size");
     }
     let d = rows / heads;

@@ -257,7 +257,7 @@ impl Gguf {
             if info.dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none_or(|n| n > 1 << 40) {
                 return Err(c.bad(format_args!("tensor `{}` has dimensions {:?}", info.name, info.dims)));
             }
-            if info.n_elements() % ty.block_len() != 0 {
+            if !info.n_elements().is_multiple_of(ty.block_len()) {
                 return Err(c.bad(format_args!(
                     "tensor `{}`: {} elements is not a whole number of {:?} blocks",
                     info.name,

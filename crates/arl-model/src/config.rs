@@ -113,14 +113,14 @@ impl ModelConfig {
         if self.hidden_act.as_deref().is_some_and(|a| a != "silu") {
             bail!("hidden_act `{}` is not supported (only `silu`)", self.hidden_act.as_deref().unwrap_or(""));
         }
-        if self.num_attention_heads == 0 || self.num_attention_heads % self.kv_heads() != 0 {
+        if self.num_attention_heads == 0 || !self.num_attention_heads.is_multiple_of(self.kv_heads()) {
             bail!(
                 "num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
                 self.num_attention_heads,
                 self.kv_heads()
             );
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             bail!("head_dim must be even for RoPE, got {}", self.head_dim());
         }
         self.rope()?;

@@ -9,12 +9,15 @@ pub mod amp;
 pub mod config;
 mod decode_attn;
 pub mod device;
+pub mod gemv;
 pub mod lora;
 mod net;
 pub mod onednn;
+mod spin_pool;
 pub mod weights;
 
 pub use config::{Family, ModelConfig, RopeScaling};
+pub use gemv::DecodeMatmul;
 pub use lora::LoraConfig;
 pub use net::{token_logprobs, EntropyMode, HeadOptions, KvCache, Layout, Model, SaveOptions, TokenScores};
 pub use onednn::CpuMatmul;

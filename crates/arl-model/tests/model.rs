@@ -261,3 +261,56 @@ fn bf16_checkpoint_loads_into_a_float32_model() {
         assert!(max_abs_diff(&want, &b[name]) == 0.0, "{name}");
     }
 }
+
+#[test]
+fn decode_matmul_kernels_match_blas_and_follow_reload() {
+    use arl_model::DecodeMatmul;
+    // Decode steps of 1 and 3 sequences (the kernel's row counts), prefill
+    // (more rows than the kernel takes: libtorch either way), both threads
+    // settings (one part, and the pool's).
+    let run = |m: &Model| {
+        let mut cache = m.new_cache();
+        let (a, b, c) = (cache.alloc(), cache.alloc(), cache.alloc());
+        let mut out = vec![m.prefill(&mut cache, a, &[5, 17, 3, 60, 2, 9, 44, 1, 8])];
+        out.push(m.prefill(&mut cache, b, &[7, 7, 30]));
+        out.push(m.prefill(&mut cache, c, &[11]));
+        out.push(m.decode_step(&mut cache, &[a], &[4]));
+        out.push(m.decode_step(&mut cache, &[a, b, c], &[6, 2, 13]));
+        Tensor::cat(&out, 0)
+    };
+    for threads in [1, 2] {
+        tch::set_num_threads(threads);
+        for name in ["qwen2", "qwen3", "llama"] {
+            let mut model = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
+            model.fuse_projections();
+            let blas = run(&model);
+            model.set_decode_matmul(DecodeMatmul::Float32).unwrap();
+            let d32 = max_abs_diff(&run(&model), &blas);
+            model.set_decode_matmul(DecodeMatmul::Bf16).unwrap();
+            let d16 = max_abs_diff(&run(&model), &blas);
+            eprintln!("{name}, {threads} threads: max |Δ logits| float32 kernel {d32:e}, bf16 weights {d16:e}");
+            assert!(d32 < 1e-5, "{name}: float32 kernel vs BLAS {d32}");
+            // bf16 weights move the decode rows by their rounding, and only those.
+            assert!(d16 > 1e-6 && d16 < 2e-2, "{name}: bf16 weights vs float32 {d16}");
+            // New weights on disk: the bf16 copies follow a reload.
+            let t = common::tmpdir();
+            let other = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
+            tch::no_grad(|| {
+                for (_, mut p) in other.named_parameters() {
+                    let _ = p.g_mul_scalar_(0.75);
+                }
+            });
+            other.save(t.path(), &SaveOptions::default()).unwrap();
+            model.reload(t.path()).unwrap();
+            let mut fresh = Model::load(t.path(), Device::Cpu, Kind::Float).unwrap();
+            fresh.fuse_projections();
+            fresh.set_decode_matmul(DecodeMatmul::Bf16).unwrap();
+            let d = max_abs_diff(&run(&model), &run(&fresh));
+            assert!(d < 1e-5, "{name}: after reload, bf16 copies vs fresh ones {d}");
+        }
+    }
+    // Not for other dtypes.
+    let mut half = Model::load(&golden("qwen2"), Device::Cpu, Kind::BFloat16).unwrap();
+    assert!(half.set_decode_matmul(DecodeMatmul::Bf16).is_err());
+    assert!(half.set_decode_matmul(DecodeMatmul::Blas).is_ok());
+}

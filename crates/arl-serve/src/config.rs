@@ -23,6 +23,9 @@ pub struct Config {
     /// How CPU float32 linears multiply (`--cpu-matmul` as chosen: `blas`,
     /// `onednn`; `none` off the CPU or in another dtype).
     pub cpu_matmul: String,
+    /// How CPU float32 decode products multiply (`--decode-matmul` as
+    /// chosen: `blas`, `float32`, `bf16`; `none` off the CPU or in another dtype).
+    pub decode_matmul: String,
     /// `--scripted` file, when the test double answers.
     pub scripted: Option<String>,
     pub quiet: bool,

@@ -16,6 +16,19 @@ use std::sync::Arc;
 
 pub const TOOL: &str = "arl-serve";
 
+const DECODE_MATMUL_HELP: &str = "\
+How the products of a decode step (up to 8 sequences at once) multiply in a float32
+model on the CPU: `blas` is libtorch's `linear` (MKL's sgemv), `float32` arl's own
+kernel on the float32 weights (the output columns split over the intra-op threads;
+the same values up to the order of the sums), `bf16` arl's kernel on bf16 copies of
+the weights: half the bytes each step streams, widened exactly to float32 and
+multiplied and summed in float32 (a second copy of the weights, half the float32
+size; log-probs move by the weights' rounding). `auto` runs a real decode step at 1
+and at 8 sequences each way at load, logs the times and takes the fastest (5%
+margin); it tries `bf16` only under `--dtype auto`, so `--dtype float32` keeps
+float32 weights. Batches of more rows multiply as `--cpu-matmul` says. No effect on
+CUDA or on bfloat16/float16 models.";
+
 const CPU_MATMUL_HELP: &str = "\
 How the projections and the LM head multiply on the CPU in float32: `blas` is
 libtorch's own `linear` (MKL in the PyPI build), `onednn` oneDNN with the
@@ -105,6 +118,10 @@ pub struct Args {
     /// CPU float32 matrix multiplies: `auto` (oneDNN when it measures faster at load), `onednn`, `blas`
     #[arg(long, default_value = "auto", value_name = "HOW", help_heading = "Model", long_help = CPU_MATMUL_HELP)]
     pub cpu_matmul: String,
+
+    /// CPU float32 decode matrix products (≤8 rows): `auto` (measured at load), `blas`, `float32`, `bf16`
+    #[arg(long, default_value = "auto", value_name = "HOW", help_heading = "Model", long_help = DECODE_MATMUL_HELP)]
+    pub decode_matmul: String,
 
     /// Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)
     #[arg(long, default_value = "default", value_name = "V", help_heading = "Model")]
@@ -250,23 +267,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let seed = args.random_seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
     });
-    let (engines, device, dtype, cpu_matmul): (Vec<Box<dyn engine::Engine>>, String, String, String) =
-        match &args.scripted {
-            Some(file) => {
-                cli::warn(
-                    TOOL,
-                    format!("TEST DOUBLE: answering scripted completions from `{}`, not the model", file.display()),
-                );
-                let engines = (0..args.dp_size)
-                    .map(|_| {
-                        Ok(Box::new(engine::ScriptedEngine::load(file, &args.model_path, tok.clone())?)
-                            as Box<dyn engine::Engine>)
-                    })
-                    .collect::<Result<_>>()?;
-                (engines, "none".into(), "none".into(), "none".into())
+    let Loaded { engines, device, dtype, cpu_matmul, decode_matmul } = match &args.scripted {
+        Some(file) => {
+            cli::warn(
+                TOOL,
+                format!("TEST DOUBLE: answering scripted completions from `{}`, not the model", file.display()),
+            );
+            let engines = (0..args.dp_size)
+                .map(|_| {
+                    Ok(Box::new(engine::ScriptedEngine::load(file, &args.model_path, tok.clone())?)
+                        as Box<dyn engine::Engine>)
+                })
+                .collect::<Result<_>>()?;
+            Loaded {
+                engines,
+                device: "none".into(),
+                dtype: "none".into(),
+                cpu_matmul: "none".into(),
+                decode_matmul: "none".into(),
             }
-            None => load_model(&args)?,
-        };
+        }
+        None => load_model(&args)?,
+    };
     let (context_len, vocab_size) = (engines[0].context_len(), engines[0].vocab_size());
     let model_path = args.model_path.canonicalize().unwrap_or_else(|_| args.model_path.clone()).display().to_string();
     let cfg = serve::Config {
@@ -287,6 +309,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         device,
         dtype,
         cpu_matmul,
+        decode_matmul,
         scripted: args.scripted.as_ref().map(|p| p.display().to_string()),
         quiet: false,
         log_requests: args.log_requests,
@@ -350,13 +373,23 @@ fn check_tool_header(args: &Args, tok: &Tokenizer) -> Result<Option<String>> {
     Ok(Some(text))
 }
 
-fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, String, String)> {
+/// The engines and what was chosen for them (`/get_server_info`).
+struct Loaded {
+    engines: Vec<Box<dyn engine::Engine>>,
+    device: String,
+    dtype: String,
+    cpu_matmul: String,
+    decode_matmul: String,
+}
+
+fn load_model(args: &Args) -> Result<Loaded> {
     use arl_serve::tch_engine;
     use tch::Device;
     if let Some(n) = args.cpu_threads {
         tch::set_num_threads(n);
     }
     let matmul = tch_engine::parse_cpu_matmul(&args.cpu_matmul).map_err(|e| cli::usage(e.to_string()))?;
+    let decode = tch_engine::parse_decode_matmul(&args.decode_matmul).map_err(|e| cli::usage(e.to_string()))?;
     // Read as `arl-train` reads it; a CUDA device this machine lacks is an
     // error naming how many it has, before any weight is loaded.
     let spec = arl_model::device::DeviceSpec::parse(&args.device).map_err(cli::usage)?;
@@ -388,17 +421,20 @@ fn load_model(args: &Args) -> Result<(Vec<Box<dyn engine::Engine>>, String, Stri
     }
     let mut engines = engines;
     let chosen = tch_engine::choose_cpu_matmul(&mut engines, matmul, |line| eprintln!("{TOOL}: {line}"))?;
+    let bf16_ok = args.dtype == "auto";
+    let decode = tch_engine::choose_decode_matmul(&mut engines, decode, bf16_ok, |line| eprintln!("{TOOL}: {line}"))?;
     let names = if devices.len() == 1 {
         format!("{device:?}")
     } else {
         devices.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(",")
     };
-    Ok((
-        engines.into_iter().map(|e| Box::new(e) as Box<dyn engine::Engine>).collect(),
-        names,
-        format!("{kind:?}"),
-        chosen.to_string(),
-    ))
+    Ok(Loaded {
+        engines: engines.into_iter().map(|e| Box::new(e) as Box<dyn engine::Engine>).collect(),
+        device: names,
+        dtype: format!("{kind:?}"),
+        cpu_matmul: chosen.to_string(),
+        decode_matmul: decode.to_string(),
+    })
 }
 
 fn main() -> std::process::ExitCode {

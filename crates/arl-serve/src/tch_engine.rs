@@ -4,7 +4,7 @@
 //! same tokens, so server and trainer log-probs agree.
 use super::engine::{Engine, Prefill, SeqId};
 use anyhow::{anyhow, Context, Result};
-use arl_model::{onednn, CpuMatmul, KvCache, Model};
+use arl_model::{onednn, CpuMatmul, DecodeMatmul, KvCache, Model};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -101,6 +101,80 @@ pub fn choose_cpu_matmul(
         CpuMatmul::OneDnn => "onednn",
         CpuMatmul::Blas => "blas",
     })
+}
+
+/// `--decode-matmul`: `None` is `auto`.
+pub fn parse_decode_matmul(s: &str) -> Result<Option<DecodeMatmul>> {
+    Ok(match s {
+        "auto" => None,
+        "blas" => Some(DecodeMatmul::Blas),
+        "float32" | "fp32" => Some(DecodeMatmul::Float32),
+        "bf16" | "bfloat16" => Some(DecodeMatmul::Bf16),
+        _ => anyhow::bail!("unknown `--decode-matmul` `{s}` (auto, blas, float32, bf16)"),
+    })
+}
+
+/// A way must be this much faster than the one before it in
+/// [`choose_decode_matmul`]'s order for `auto` to take it.
+const DECODE_MARGIN: f64 = 1.05;
+
+/// Sets every engine's decode matrix products (`--decode-matmul`): `want`,
+/// or (`None`) the fastest measured one — a real decode step of the model at
+/// 1 and at 8 sequences, each way in turn — among libtorch's BLAS, arl's
+/// float32 kernel and, when `bf16_ok` (`--dtype auto`), arl's kernel on bf16
+/// copies of the weights. Logs the measurements and the choice through `log`
+/// and answers it (`none` for models that are not float32 on the CPU).
+pub fn choose_decode_matmul(
+    engines: &mut [TchEngine],
+    want: Option<DecodeMatmul>,
+    bf16_ok: bool,
+    mut log: impl FnMut(String),
+) -> Result<&'static str> {
+    let Some(first) = engines.first_mut() else { return Ok("none") };
+    if first.device != Device::Cpu || first.model.kind() != Kind::Float {
+        if want.is_some_and(|w| w != DecodeMatmul::Blas) {
+            anyhow::bail!("`--decode-matmul` float32 and bf16 are for float32 models on the CPU");
+        }
+        return Ok("none");
+    }
+    let chosen = match want {
+        Some(d) => d,
+        None => {
+            let mut ways = vec![DecodeMatmul::Blas, DecodeMatmul::Float32];
+            if bf16_ok {
+                ways.push(DecodeMatmul::Bf16);
+            }
+            // (way, ms at 1 row, ms at 8); the score sums both relative to BLAS.
+            let mut timed = Vec::new();
+            for &d in &ways {
+                first.model.set_decode_matmul(d)?;
+                let one = first.model.decode_step_seconds(1, 4) * 1e3;
+                let eight = first.model.decode_step_seconds(8, 3) * 1e3;
+                timed.push((d, one, eight));
+            }
+            let (b1, b8) = (timed[0].1, timed[0].2);
+            let score = |&(_, one, eight): &(DecodeMatmul, f64, f64)| one / b1 + eight / b8;
+            let mut pick = timed[0];
+            for t in &timed[1..] {
+                if score(t) * DECODE_MARGIN < score(&pick) {
+                    pick = *t;
+                }
+            }
+            let shown: Vec<String> =
+                timed.iter().map(|(d, one, eight)| format!("{} {one:.1}/{eight:.1}", d.name())).collect();
+            log(format!(
+                "decode matmul: {} (a decode step at 1/8 sequences, ms: {}; --decode-matmul to choose{})",
+                pick.0.name(),
+                shown.join(", "),
+                if bf16_ok { "" } else { "; bf16 is tried under --dtype auto only" }
+            ));
+            pick.0
+        }
+    };
+    for e in engines.iter_mut() {
+        e.model.set_decode_matmul(chosen)?;
+    }
+    Ok(chosen.name())
 }
 
 fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {

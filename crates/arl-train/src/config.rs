@@ -24,7 +24,7 @@ pub enum LossKind {
 /// `--precision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Precision {
-    /// bf16 on CUDA, fp32 on CPU.
+    /// bf16 on CUDA; on the CPU `amp` where bf16 matrix multiplies measure 1.5× float32 at the model's shape, else fp32 (logged; the metrics' `precision`).
     Auto,
     /// Everything in float32.
     Fp32,
@@ -32,6 +32,18 @@ pub enum Precision {
     Bf16,
     /// Automatic mixed precision: float32 weights, matrix multiplies in bf16 under libtorch autocast (CUDA or CPU).
     Amp,
+}
+
+impl Precision {
+    /// As `--precision` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Auto => "auto",
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+            Precision::Amp => "amp",
+        }
+    }
 }
 
 /// `--policy-loss`.

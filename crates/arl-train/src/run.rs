@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
-use tch::{Device, Kind};
+use tch::{Device, Kind, Tensor};
 
 fn peak_rss_bytes() -> u64 {
     // SAFETY: getrusage fills the struct it is given.
@@ -113,6 +113,52 @@ fn placement(args: &TrainConfig, world: usize) -> Result<(Device, Kind)> {
         _ => Kind::Float,
     };
     Ok((device, kind))
+}
+
+/// bf16 matrix multiplies must be this much faster than float32 for
+/// `--precision auto` to train under bf16 autocast on the CPU.
+const AMP_MARGIN: f64 = 1.5;
+
+/// `--precision` as it runs: `auto` is bf16 on CUDA and, on the CPU, `amp`
+/// (float32 weights and optimizer state, matrix multiplies in bf16) where a
+/// bf16 multiply at the model's training shape measures [`AMP_MARGIN`]× the
+/// float32 one (CPUs with bf16 matrix units), else `fp32`; one rank of
+/// several does not measure (the ranks must agree): `fp32`. Logged.
+fn resolve_precision(p: Precision, model: &Model, world: usize) -> Precision {
+    if p != Precision::Auto {
+        return p;
+    }
+    if model.device() != Device::Cpu {
+        return Precision::Bf16;
+    }
+    if world > 1 {
+        eprintln!("{TOOL}: precision auto: fp32 (not measured with several ranks; --precision to choose)");
+        return Precision::Fp32;
+    }
+    let (k, n) = (model.config.hidden_size as i64, model.config.intermediate_size as i64);
+    let rate = |kind: Kind| {
+        tch::no_grad(|| {
+            let x = Tensor::randn([2048, k], (kind, Device::Cpu));
+            let w = Tensor::randn([n, k], (kind, Device::Cpu));
+            drop(x.linear::<Tensor>(&w, None));
+            let best = (0..3)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    drop(x.linear::<Tensor>(&w, None));
+                    t0.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min);
+            2.0 * (2048 * k * n) as f64 / best / 1e12
+        })
+    };
+    let (fp32, bf16) = (rate(Kind::Float), rate(Kind::BFloat16));
+    let pick = if bf16 >= AMP_MARGIN * fp32 { Precision::Amp } else { Precision::Fp32 };
+    eprintln!(
+        "{TOOL}: precision auto: {} (measured at [2048×{k}]·[{k}×{n}]: float32 {fp32:.2} TFLOP/s, bf16 {bf16:.2}; \
+         --precision to choose)",
+        if pick == Precision::Amp { "amp (bf16 matrix multiplies, float32 weights)" } else { "fp32" }
+    );
+    pick
 }
 
 /// Fills in the reference log-probs (`--kl-loss-coef` over records without
@@ -286,8 +332,9 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
         return Err(cli::data(format!("no trainable records ({} read)", loaded.records)));
     }
     let mut model = load_policy(args, device, kind)?;
+    let precision = resolve_precision(args.precision, &model, world);
     // `--precision amp`: float32 weights, forwards under bf16 autocast.
-    let amp = matches!(args.precision, Precision::Amp).then_some(AmpDtype::Bf16);
+    let amp = matches!(precision, Precision::Amp).then_some(AmpDtype::Bf16);
     model.set_amp(amp)?;
     let dp = data_parallel(args, &model, comm);
     if args.loss == LossKind::Rl {
@@ -350,6 +397,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
         critic,
         metrics,
         opt_bytes: opt_bytes[0],
+        precision,
     };
     let mut rng = arl_core::rng::Rng::new(args.seed);
     let mut step = plan.start_step;
@@ -439,6 +487,8 @@ struct Trainer<'a> {
     metrics: Option<std::fs::File>,
     /// The optimizer state's size on the rank with the most.
     opt_bytes: f64,
+    /// `--precision` as it runs (`auto` resolved), in the metrics.
+    precision: Precision,
 }
 
 impl Trainer<'_> {
@@ -468,6 +518,7 @@ impl Trainer<'_> {
             "entropy": s.entropy / tk, "tokens_per_s": s.all_tokens as f64 / secs, "step_time_s": secs,
             "peak_rss_bytes": peak_rss_bytes(), "world_size": world,
             "optimizer_state_bytes": self.opt_bytes, "zero_stage": args.zero_stage,
+            "precision": self.precision.name(),
         });
         s.add_metrics(&mut m, args, world);
         if let Some(peak) = arl_model::device::memory_peak(self.model.device()) {

@@ -352,7 +352,7 @@ fn assert_checkpoint_intact(dir: &Path) {
     let st: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("ck/trainer_state/state.json")).unwrap()).unwrap();
     let step = st["step"].as_u64().unwrap();
-    assert!(step > 0 && step % 5 == 0, "checkpoint step {step}");
+    assert!(step > 0 && step.is_multiple_of(5), "checkpoint step {step}");
     let r = run_in(dir, "arl-train", &["logprobs", "--model", "ck", "--threads", "1"], records(2).as_bytes());
     assert_eq!(r.code, 0, "the last checkpoint does not load: {}", r.stderr);
     assert_eq!(jsonl(&r.stdout).len(), 2);

@@ -8,10 +8,16 @@ usage: precision_bench.py BIN_DIR MODEL_DIR THREADS "CONCS" NEW PROMPT DP
 2. the memory bandwidth THREADS threads stream (GB/s, summing a 1 GiB
    tensor), and from it each precision's floor for one decode step: the
    weights' bytes ÷ bandwidth (a step reads every weight once);
-3. greedy decoding at each CONC concurrent requests × NEW new tokens:
-   arl-serve `--dtype float32` and `--dtype bfloat16` (DP replicas), and
-   transformers' `generate` in float32 and bf16 (one batch), in tokens/s and
-   ms per decode step (the round's wall time ÷ NEW).
+3. greedy decoding at each CONC concurrent requests × NEW new tokens, in
+   tokens/s and ms per decode step (the round's wall time ÷ NEW): arl-serve
+   (DP replicas) four ways — `--dtype float32 --decode-matmul blas` (libtorch's
+   products, arl before issue 44), `--dtype float32` (arl's float32 decode
+   kernel where it measures faster), `--dtype auto` (what arl-serve picks
+   by itself, bf16 decode weights included) and `--dtype bfloat16` (a whole
+   bf16 model) — and transformers' `generate` in float32 and bf16 (one batch);
+4. the log-prob gap of `--dtype auto`: the log-probs it returns for its own
+   greedy tokens against the float32 ones of the same tokens, scored in one
+   prefill (libtorch's products, as `arl-train` scores them).
 """
 import json
 import os
@@ -65,9 +71,9 @@ def bandwidth():
     return a.numel() * 4 / dt
 
 
-def start_serve(dtype):
+def start_serve(args):
     log = f"/tmp/precision-bench-serve-{os.getpid()}.log"
-    p = subprocess.Popen([os.path.join(bindir, "arl-serve"), "--model-path", model_dir, "--dtype", dtype, "--port", "0",
+    p = subprocess.Popen([os.path.join(bindir, "arl-serve"), "--model-path", model_dir, *args, "--port", "0",
                           "--dp-size", str(dp), "--max-running-requests", str(max(concs))],
                          stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     for _ in range(1200):
@@ -93,12 +99,17 @@ def prompts_for(conc):
     return [[rng.randrange(10, cfg["vocab_size"]) for _ in range(plen)] for _ in range(conc)]
 
 
-def arl_rates(dtype):
-    p, url, log = start_serve(dtype)
+def arl_rates(args, gap_against=None, keep=False):
+    """Rates at each concurrency, the start-up lines that say what was
+    chosen, (gap_against: a float32 server's URL) the log-prob gap, and
+    (keep) the server, left running: (process, URL, log)."""
+    p, url, log = start_serve(args)
     sp = {"temperature": 0, "max_new_tokens": new, "min_new_tokens": new, "ignore_eos": True}
-    out = {}
+    out, gap = {}, None
     try:
-        post(url, {"input_ids": prompts_for(1)[0], "sampling_params": sp})
+        first = post(url, {"input_ids": prompts_for(1)[0], "sampling_params": sp, "return_logprob": True})
+        if gap_against:
+            gap = logprob_gap(first, gap_against)
         for conc in concs:
             prompts = prompts_for(conc)
             with ThreadPoolExecutor(conc) as ex:
@@ -108,11 +119,25 @@ def arl_rates(dtype):
                 dt = best_of(round_, 3)
             out[conc] = (conc * new / dt, dt / new * 1e3)
     finally:
-        chosen = [l.strip() for l in open(log) if "CPU matmul" in l]
-        p.terminate()
-        p.wait()
-        os.unlink(log)
-    return out, chosen
+        chosen = [l.strip() for l in open(log) if "matmul" in l]
+        if not keep:
+            p.terminate()
+            p.wait()
+            os.unlink(log)
+    return out, chosen, gap, ((p, url, log) if keep else None)
+
+
+def logprob_gap(item, ref_url):
+    """|Δ log-prob| (mean, max) of `item`'s greedy tokens against the
+    float32 server at `ref_url` scoring the same tokens in one prefill."""
+    prompt = prompts_for(1)[0]
+    got = [t[0] for t in item["meta_info"]["output_token_logprobs"]]
+    ids = [t[1] for t in item["meta_info"]["output_token_logprobs"]]
+    ref = post(ref_url, {"input_ids": prompt + ids, "return_logprob": True, "logprob_start_len": len(prompt),
+                         "sampling_params": {"temperature": 0, "max_new_tokens": 1}})
+    want = [t[0] for t in ref["meta_info"]["input_token_logprobs"]][-len(ids):]
+    d = [abs(a - b) for a, b in zip(got, want)]
+    return sum(d) / len(d), max(d)
 
 
 def hf_rates(kind):
@@ -142,17 +167,34 @@ floor = {"fp32": n_params * 4 / bw * 1e3, "bf16": n_params * 2 / bw * 1e3}
 print(f"\nmemory bandwidth ({threads} threads, summing 1 GiB): {bw / 1e9:.1f} GB/s; {n_params / 1e6:.1f} M parameters: "
       f"a decode step's floor is {floor['fp32']:.2f} ms in float32, {floor['bf16']:.2f} ms in bf16")
 
-arl32, pick32 = arl_rates("float32")
-arl16, _ = arl_rates("bfloat16")
+# The float32 reference stays up for the log-prob gap of `--dtype auto`.
+blas, _, _, (ref, ref_url, ref_log) = arl_rates(["--dtype", "float32", "--decode-matmul", "blas"], keep=True)
+try:
+    auto, pick_auto, gap, _ = arl_rates(["--dtype", "auto"], gap_against=ref_url)
+finally:
+    ref.terminate()
+    ref.wait()
+    os.unlink(ref_log)
+arl32, pick32, _, _ = arl_rates(["--dtype", "float32"])
+arl16, _, _, _ = arl_rates(["--dtype", "bfloat16"])
 hf32, hf16 = hf_rates(torch.float32), hf_rates(torch.bfloat16)
-print(f"\ngreedy decoding, prompt {plen}, {new} new tokens each, best of 3 rounds; arl-serve --dp-size {dp}"
-      + (f"; float32: {pick32[0]}" if pick32 else ""))
-print(f"{'requests':>8} | {'floor fp32':>10} {'arl fp32':>16} {'HF fp32':>16} | {'floor bf16':>10} {'arl bf16':>16} {'HF bf16':>16}"
-      "   (tokens/s, ms per step)")
+l3 = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+           if l.startswith("L3 cache")), "unknown")
+print(f"\ngreedy decoding, prompt {plen}, {new} new tokens each, best of 3 rounds; arl-serve --dp-size {dp}")
+for line in pick32 + pick_auto:
+    print("  " + line)
+print(f"floors: the weights' bytes ÷ the bandwidth above; this CPU's L3 cache is {l3}: weights that fit in it "
+      "stream faster than the floor says")
+print(f"{'requests':>8} | {'floor fp32':>10} {'arl blas':>16} {'arl fp32':>16} {'arl auto':>16} {'HF fp32':>16} "
+      f"| {'floor bf16':>10} {'arl bf16':>16} {'HF bf16':>16}   (tokens/s, ms per step)")
 for c in concs:
     cell = lambda r: f"{r[0]:8.0f} {r[1]:6.1f}ms"  # noqa: E731
-    print(f"{c:>8} | {floor['fp32']:8.2f}ms {cell(arl32[c]):>16} {cell(hf32[c]):>16} | {floor['bf16']:8.2f}ms "
-          f"{cell(arl16[c]):>16} {cell(hf16[c]):>16}")
+    print(f"{c:>8} | {floor['fp32']:8.2f}ms {cell(blas[c]):>16} {cell(arl32[c]):>16} {cell(auto[c]):>16} "
+          f"{cell(hf32[c]):>16} | {floor['bf16']:8.2f}ms {cell(arl16[c]):>16} {cell(hf16[c]):>16}")
 print("\nratios: " + "; ".join(
-    f"{c}: arl bf16/fp32 {arl16[c][0] / arl32[c][0]:.2f}x, arl fp32/HF fp32 {arl32[c][0] / hf32[c][0]:.2f}x, "
-    f"arl fp32 step/floor {arl32[c][1] / floor['fp32']:.1f}x" for c in concs))
+    f"{c}: arl fp32/blas {arl32[c][0] / blas[c][0]:.2f}x, arl auto/blas {auto[c][0] / blas[c][0]:.2f}x, "
+    f"arl auto/HF fp32 {auto[c][0] / hf32[c][0]:.2f}x, auto/HF bf16 {auto[c][0] / hf16[c][0]:.2f}x, "
+    f"arl fp32 step/fp32 floor {arl32[c][1] / floor['fp32']:.2f}x, auto step/bf16 floor {auto[c][1] / floor['bf16']:.2f}x"
+    for c in concs))
+print(f"\nlog-prob gap of --dtype auto against float32 ({new} greedy tokens of one request, scored by a float32 "
+      f"prefill): mean |Δ| {gap[0]:.2e}, max {gap[1]:.2e}")

@@ -4,7 +4,6 @@
 use super::linear::{Linear, LoraPair, Sel};
 use super::Model;
 use crate::lora::{self, LoraConfig};
-use crate::onednn::CpuMatmul;
 use crate::weights;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -187,7 +186,7 @@ impl Model {
             }
         });
         self.attached = None;
-        if self.cpu_matmul == CpuMatmul::OneDnn {
+        if self.has_copies() {
             self.repack();
         }
         Ok(())

@@ -3,7 +3,6 @@
 use super::Model;
 use crate::config::ModelConfig;
 use crate::lora;
-use crate::onednn::CpuMatmul;
 use crate::weights;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -95,7 +94,7 @@ impl Model {
             Ok(())
         })?;
         // The packed copies follow the weights.
-        if self.cpu_matmul == CpuMatmul::OneDnn {
+        if self.has_copies() {
             self.repack();
         }
         Ok(())

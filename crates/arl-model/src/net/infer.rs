@@ -122,6 +122,27 @@ impl Model {
         })
     }
 
+    /// Seconds of one decode step of `rows` sequences of a few tokens each,
+    /// the best of `steps` steps after a warm-up one, in a scratch cache: what
+    /// the load-time choice of [`Model::set_decode_matmul`] measures.
+    pub fn decode_step_seconds(&self, rows: usize, steps: usize) -> f64 {
+        let mut cache = self.new_cache();
+        let slots: Vec<usize> = (0..rows).map(|_| cache.alloc()).collect();
+        let prompt: Vec<i64> = (1..=8).map(|t| t % self.config.vocab_size as i64).collect();
+        for &s in &slots {
+            drop(self.prefill(&mut cache, s, &prompt));
+        }
+        let last = vec![prompt[0]; rows];
+        drop(self.decode_step(&mut cache, &slots, &last));
+        (0..steps.max(1))
+            .map(|_| {
+                let t0 = std::time::Instant::now();
+                drop(self.decode_step(&mut cache, &slots, &last));
+                t0.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
     /// RoPE cos and signed sin at the chunks' positions `pos_t` [B, T], as
     /// [B,T,1,hd] (broadcasts over heads), from the cache's table (grown
     /// first when too short).

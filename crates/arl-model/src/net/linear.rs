@@ -1,7 +1,7 @@
 //! The linear layer of every projection, with the LoRA adapters on it
 //! ([`LoraPair`]) and [`Sel`], which adapter a forward applies to which rows;
 //! fused projections for inference ([`Linear::fuse`]).
-use crate::onednn;
+use crate::{gemv, onednn};
 use tch::nn::{self, Init};
 use tch::Tensor;
 
@@ -12,6 +12,10 @@ pub(super) struct Linear {
     /// ([`Model::set_cpu_matmul`](super::Model::set_cpu_matmul)); `None`:
     /// libtorch's `linear`.
     pub(super) packed: Option<Tensor>,
+    /// The weight decode-sized products read through [`gemv`] (`w` itself,
+    /// or a bf16 copy; [`Model::set_decode_matmul`](super::Model::set_decode_matmul));
+    /// `None`: libtorch's.
+    pub(super) small: Option<Tensor>,
     /// LoRA adapters on this layer, by adapter id (0: the attached one,
     /// [`Model::add_lora`](super::Model::add_lora); others: served ones,
     /// [`Model::load_adapter`](super::Model::load_adapter)).
@@ -42,13 +46,12 @@ impl Linear {
     pub(super) fn new(p: nn::Path, in_dim: usize, out_dim: usize, bias: bool, std: f64) -> Linear {
         let w = p.var("weight", &[out_dim as i64, in_dim as i64], Init::Randn { mean: 0.0, stdev: std });
         let b = bias.then(|| p.var("bias", &[out_dim as i64], Init::Const(0.0)));
-        Linear { w, b, packed: None, lora: vec![] }
+        Linear { w, b, packed: None, small: None, lora: vec![] }
     }
     pub(super) fn forward(&self, x: &Tensor, sel: Sel<'_>) -> Tensor {
-        let y = match self.packed.as_ref().and_then(|p| onednn::linear(x, p, self.b.as_ref())) {
-            Some(y) => y,
-            None => x.linear(&self.w, self.b.as_ref()),
-        };
+        let small = || self.small.as_ref().and_then(|w| gemv::linear(x, w, self.b.as_ref()));
+        let packed = || self.packed.as_ref().and_then(|p| onednn::linear(x, p, self.b.as_ref()));
+        let y = small().or_else(packed).unwrap_or_else(|| x.linear(&self.w, self.b.as_ref()));
         match self.lora_delta(x, sel) {
             Some(d) => y + d,
             None => y,
@@ -127,7 +130,7 @@ impl Linear {
                 }
                 at += n;
             }
-            Some(Linear { w, b, packed: None, lora: vec![] })
+            Some(Linear { w, b, packed: None, small: None, lora: vec![] })
         })
     }
 }

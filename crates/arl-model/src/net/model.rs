@@ -8,6 +8,7 @@ use super::linear::Linear;
 use super::norm::RmsNorm;
 use crate::amp::{AmpDtype, Autocast};
 use crate::config::ModelConfig;
+use crate::gemv::{self, DecodeMatmul};
 use crate::onednn::{self, CpuMatmul};
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
@@ -24,6 +25,9 @@ pub struct Model {
     /// The LM head's matrix in oneDNN's layout ([`Model::set_cpu_matmul`]).
     pub(super) head_packed: Option<Tensor>,
     pub(super) cpu_matmul: CpuMatmul,
+    /// The LM head's weight for decode-sized products ([`Model::set_decode_matmul`]).
+    pub(super) head_small: Option<Tensor>,
+    pub(super) decode_matmul: DecodeMatmul,
     pub(super) inv_freq: Tensor,
     pub(super) device: Device,
     /// Autocast for the training and scoring forwards ([`Model::set_amp`]).
@@ -74,6 +78,8 @@ impl Model {
             lm_head,
             head_packed: None,
             cpu_matmul: CpuMatmul::Blas,
+            head_small: None,
+            decode_matmul: DecodeMatmul::Blas,
             inv_freq,
             device,
             amp: None,
@@ -137,10 +143,44 @@ impl Model {
         self.cpu_matmul
     }
 
-    /// (Re)builds or drops the packed copies for `self.cpu_matmul`.
+    /// How decode-sized products (at most [`gemv::MAX_ROWS`] rows) multiply
+    /// on the CPU: [`DecodeMatmul::Float32`] and [`DecodeMatmul::Bf16`] send
+    /// every projection the inference path uses and the LM head through
+    /// [`gemv`] (Bf16 on bf16 copies, kept in step with [`Model::reload`]);
+    /// [`DecodeMatmul::Blas`] through libtorch. Inference only. Fails unless
+    /// the model is float32 on the CPU (Blas always works).
+    pub fn set_decode_matmul(&mut self, d: DecodeMatmul) -> Result<()> {
+        if d != DecodeMatmul::Blas && (self.device != Device::Cpu || self.kind() != Kind::Float) {
+            bail!("arl's decode matrix products are for float32 models on the CPU");
+        }
+        self.decode_matmul = d;
+        self.repack();
+        Ok(())
+    }
+
+    /// The current [`DecodeMatmul`].
+    pub fn decode_matmul(&self) -> DecodeMatmul {
+        self.decode_matmul
+    }
+
+    /// Whether weight changes must rebuild copies ([`Model::repack`]).
+    pub(super) fn has_copies(&self) -> bool {
+        self.cpu_matmul == CpuMatmul::OneDnn || self.decode_matmul == DecodeMatmul::Bf16
+    }
+
+    /// (Re)builds or drops the packed copies for `self.cpu_matmul` and the
+    /// decode weights for `self.decode_matmul`.
     pub(super) fn repack(&mut self) {
         let on = self.cpu_matmul == CpuMatmul::OneDnn;
-        let pack = |l: &mut Linear| l.packed = on.then(|| onednn::pack(&l.w));
+        let small = self.decode_matmul;
+        let pack = |l: &mut Linear| {
+            l.packed = on.then(|| onednn::pack(&l.w));
+            l.small = match small {
+                DecodeMatmul::Blas => None,
+                DecodeMatmul::Float32 => Some(l.w.shallow_clone()),
+                DecodeMatmul::Bf16 => Some(gemv::to_bf16(&l.w)),
+            };
+        };
         for layer in &mut self.layers {
             let a = &mut layer.self_attn;
             match &mut a.qkv_proj {
@@ -162,7 +202,13 @@ impl Model {
             }
             pack(&mut m.down_proj);
         }
-        self.head_packed = on.then(|| onednn::pack(self.lm_head.as_ref().unwrap_or(&self.embed_tokens)));
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        self.head_packed = on.then(|| onednn::pack(head));
+        self.head_small = match small {
+            DecodeMatmul::Blas => None,
+            DecodeMatmul::Float32 => Some(head.shallow_clone()),
+            DecodeMatmul::Bf16 => Some(gemv::to_bf16(head)),
+        };
     }
 
     /// cos and signed sin (first half negated, as
@@ -177,6 +223,9 @@ impl Model {
 
     pub(super) fn head(&self, x: &Tensor) -> Tensor {
         let x = self.norm.forward(x);
+        if let Some(y) = self.head_small.as_ref().and_then(|w| gemv::linear(&x, w, None)) {
+            return y;
+        }
         if let Some(y) = self.head_packed.as_ref().and_then(|p| onednn::linear(&x, p, None)) {
             return y;
         }

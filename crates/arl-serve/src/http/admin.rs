@@ -118,6 +118,7 @@ pub(super) async fn server_info(State(st): State<Arc<AppState>>) -> Json<Value> 
         "device": c.device,
         "dtype": c.dtype,
         "cpu_matmul": c.cpu_matmul,
+        "decode_matmul": c.decode_matmul,
         "max_running_requests": c.max_running_requests,
         "max_prefill_tokens": c.max_prefill_tokens,
         "context_length": c.context_len,
