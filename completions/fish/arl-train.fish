@@ -68,7 +68,7 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -l adam-beta2 -d 'Adam
 complete -c arl-train -n "__fish_arl_train_needs_command" -l adam-eps -d 'AdamW ε' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l clip-grad -d 'Clip the global gradient norm to this value (0: no clipping)' -r
 complete -c arl-train -n "__fish_arl_train_needs_command" -l device -d '`cpu`, `cuda` or `cuda:N`' -r
-complete -c arl-train -n "__fish_arl_train_needs_command" -l precision -d 'Numeric precision' -r -f -a "auto\t'bf16 on CUDA, fp32 on CPU'
+complete -c arl-train -n "__fish_arl_train_needs_command" -l precision -d 'Numeric precision' -r -f -a "auto\t'bf16 on CUDA; on the CPU `amp` where bf16 matrix multiplies measure 1.5× float32 at the model\'s shape, else fp32 (logged; the metrics\' `precision`)'
 fp32\t'Everything in float32'
 bf16\t'bf16 weights and activations with float32 master weights and optimizer state'
 amp\t'Automatic mixed precision: float32 weights, matrix multiplies in bf16 under libtorch autocast (CUDA or CPU)'"
