@@ -72,7 +72,8 @@ def bandwidth():
 
 
 def start_serve(args):
-    log = f"/tmp/precision-bench-serve-{os.getpid()}.log"
+    start_serve.n = getattr(start_serve, "n", 0) + 1
+    log = f"/tmp/precision-bench-serve-{os.getpid()}-{start_serve.n}.log"
     p = subprocess.Popen([os.path.join(bindir, "arl-serve"), "--model-path", model_dir, *args, "--port", "0",
                           "--dp-size", str(dp), "--max-running-requests", str(max(concs))],
                          stdout=subprocess.DEVNULL, stderr=open(log, "w"))
