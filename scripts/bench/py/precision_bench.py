@@ -134,10 +134,10 @@ def logprob_gap(item, ref_url):
     prompt = prompts_for(1)[0]
     got = [t[0] for t in item["meta_info"]["output_token_logprobs"]]
     ids = [t[1] for t in item["meta_info"]["output_token_logprobs"]]
-    ref = post(ref_url, {"input_ids": prompt + ids, "return_logprob": True, "logprob_start_len": len(prompt),
+    ref = post(ref_url, {"input_ids": prompt + ids, "return_logprob": True, "logprob_start_len": len(prompt) - 1,
                          "sampling_params": {"temperature": 0, "max_new_tokens": 1}})
     want = [t[0] for t in ref["meta_info"]["input_token_logprobs"]][-len(ids):]
-    d = [abs(a - b) for a, b in zip(got, want)]
+    d = [abs(a - b) for a, b in zip(got, want) if a is not None and b is not None]
     return sum(d) / len(d), max(d)
 
 
