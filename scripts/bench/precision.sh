@@ -7,9 +7,11 @@
 #    shapes, float32 vs bf16, in TFLOP/s;
 #  * the memory bandwidth THREADS threads stream, and each precision's floor
 #    for one decode step (the weights' bytes ÷ that bandwidth);
-#  * greedy decoding at CONCS concurrent requests: arl-serve --dtype float32
-#    and --dtype bfloat16 (DP replicas), transformers' `generate` in float32
-#    and bf16 — tokens/s and ms per decode step, beside the floors.
+#  * greedy decoding at CONCS concurrent requests: arl-serve four ways
+#    (--dtype float32 --decode-matmul blas, --dtype float32, --dtype auto,
+#    --dtype bfloat16; DP replicas), transformers' `generate` in float32 and
+#    bf16 — tokens/s and ms per decode step, beside the floors;
+#  * the log-prob gap of --dtype auto against float32 on the same tokens.
 #
 #   scripts/bench/precision.sh                         # SmolLM2-135M (make models), 1 8 64 requests
 #   MODEL=testdata/tiny-model CONCS="1 8" NEW=16 scripts/bench/precision.sh   # a quick look
