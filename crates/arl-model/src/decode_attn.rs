@@ -11,6 +11,7 @@
 //! (`matches_sdpa`). The exponential is a Cephes-style polynomial (within
 //! 2.5e-7 relative, about 2 ulp in float32), so that its loop vectorises.
 //! With several intra-op threads the sequences are split between them.
+use crate::spin_pool::{Pool, SyncPtr};
 use tch::{Device, Kind, Tensor};
 
 /// `q` [B,1,nh,hd] (any strides) for the sequences in cache slots `slots`,
@@ -46,8 +47,9 @@ pub fn decode_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &[usize], len
         )
     };
     let mut out = vec![0f32; (b * nh * hd) as usize];
-    // The sequences split over libtorch's intra-op threads when there is
-    // enough to do (a scoped thread costs some 10-20 µs to start).
+    // The sequences split over as many threads as libtorch's intra-op
+    // setting when there is enough to do (handing a part to the pool's
+    // spinning thread costs about a microsecond).
     let work: usize = lens.iter().sum::<usize>() * dims.nh * dims.hd;
     let threads = if work < PARALLEL_WORK { 1 } else { tch::get_num_threads().max(1) as usize };
     run_split(qs, ks, vs, slots, lens, &dims, &mut out, threads);
@@ -55,10 +57,13 @@ pub fn decode_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &[usize], len
 }
 
 /// Cached positions × query heads × head size below which one thread does it all.
-const PARALLEL_WORK: usize = 1 << 17;
+const PARALLEL_WORK: usize = 1 << 15;
 
 /// [`run`] with the sequences split into `threads` runs of consecutive
-/// sequences, one per scoped thread (the first on this one).
+/// sequences, one per part of a [`Pool`] job (the first on this thread):
+/// the pool's threads stay alive between layers, where a scoped thread per
+/// layer cost its start and, on a machine with as many busy threads as
+/// cores, a wait for one.
 #[allow(clippy::too_many_arguments)]
 fn run_split(
     qs: &[f32],
@@ -71,19 +76,20 @@ fn run_split(
     threads: usize,
 ) {
     let b = slots.len();
-    let threads = threads.clamp(1, b.max(1));
+    let pool = Pool::global();
+    let threads = threads.clamp(1, b.max(1)).min(pool.width());
     if threads == 1 {
         return run(qs, ks, vs, slots, lens, d, out);
     }
     let per = b.div_ceil(threads);
     let row = d.nh * d.hd;
-    let mut parts = slots.chunks(per).zip(lens.chunks(per)).zip(qs.chunks(per * row).zip(out.chunks_mut(per * row)));
-    let ((s0, l0), (q0, o0)) = parts.next().expect("b > 0");
-    std::thread::scope(|scope| {
-        for ((sl, ln), (qc, oc)) in parts {
-            scope.spawn(move || run(qc, ks, vs, sl, ln, d, oc));
-        }
-        run(q0, ks, vs, s0, l0, d, o0);
+    let dst = SyncPtr::new(out.as_mut_ptr());
+    pool.run(b.div_ceil(per), &|p| {
+        let (s, e) = (p * per, ((p + 1) * per).min(b));
+        // SAFETY: part p writes rows s..e of `out` only, disjoint from the
+        // others'; `out` outlives the job (`run` waits for every part).
+        let oc = unsafe { std::slice::from_raw_parts_mut(dst.get().add(s * row), (e - s) * row) };
+        run(&qs[s * row..e * row], ks, vs, &slots[s..e], &lens[s..e], d, oc);
     });
 }
 

@@ -16,7 +16,7 @@
 //! summed in float32: the result is the float32 product with the weights
 //! rounded to bf16, up to the order of the sums — no bf16 activations.
 //! AVX2 and FMA when the CPU has them (checked once), plain loops otherwise.
-use crate::spin_pool::Pool;
+use crate::spin_pool::{Pool, SyncPtr};
 use tch::{Device, Kind, Tensor};
 
 /// Most rows of `x` a call takes; larger batches go to libtorch's GEMM.
@@ -123,12 +123,12 @@ pub fn product(
     // Column ranges in whole blocks of 8, as even as that allows.
     let per = n.div_ceil(threads).div_ceil(8) * 8;
     let parts = n.div_ceil(per);
-    let out = SendPtr(y.as_mut_ptr());
+    let out = SyncPtr::new(y.as_mut_ptr());
     let job = |p: usize| {
         let (j0, j1) = (p * per, ((p + 1) * per).min(n));
         // SAFETY: each part writes columns j0..j1 of `y` only, disjoint
         // from the others'; `y` outlives the call (`run` waits for all).
-        unsafe { columns(x, m, k, w, n, b, out.ptr(), j0, j1) };
+        unsafe { columns(x, m, k, w, n, b, out.get(), j0, j1) };
     };
     if parts <= 1 {
         job(0);
@@ -136,16 +136,6 @@ pub fn product(
         pool.run(parts, &job);
     }
 }
-
-struct SendPtr(*mut f32);
-
-impl SendPtr {
-    fn ptr(&self) -> *mut f32 {
-        self.0
-    }
-}
-// SAFETY: the parts write disjoint columns (see `product`).
-unsafe impl Sync for SendPtr {}
 
 /// Columns `j0..j1` of the product into `y` (row stride `n`).
 #[allow(clippy::too_many_arguments)]
@@ -168,7 +158,10 @@ unsafe fn columns(
             let je = (jb + BLOCK).min(j1);
             let mut i0 = 0;
             while i0 < m {
-                let rows = (m - i0).min(4);
+                let rows = (m - i0).min(match isa {
+                    Isa::Avx512 => avx512::ROWS,
+                    Isa::Avx2 => avx2::ROWS,
+                });
                 let xp = x.as_ptr().add(i0 * k);
                 let yp = y.add(i0 * n);
                 let (bf16, wp) = match w {
@@ -263,10 +256,11 @@ pub fn to_bf16(w: &Tensor) -> Tensor {
 /// float32 bandwidth).
 #[cfg(target_arch = "x86_64")]
 macro_rules! kernel {
-    ($feat:literal) => {
-        /// Rows `0..rows` (1-4) of `x` (row stride `k`) against weight rows
-        /// `jb..je`: 4 output columns at a time for 1-2 rows, 2 for 3-4, then
-        /// one at a time for what is left.
+    ($feat:literal, $($rows:pat => ($tm:literal, $tr:literal)),+) => {
+        /// Rows `0..rows` (1 to `ROWS`) of `x` (row stride `k`) against weight
+        /// rows `jb..je`: tiles of M rows × R output columns (the shapes that
+        /// fit the instruction set's registers), then one column at a time
+        /// for what is left.
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = $feat)]
         pub(super) unsafe fn block<const BF16: bool>(
@@ -294,10 +288,7 @@ macro_rules! kernel {
                 }};
             }
             match rows {
-                1 => run!(1, 4),
-                2 => run!(2, 4),
-                3 => run!(3, 2),
-                _ => run!(4, 2),
+                $($rows => run!($tm, $tr),)+
             }
         }
 
@@ -327,7 +318,6 @@ macro_rules! kernel {
             let kv = k / L * L;
             let mut p = 0;
             while p < kv {
-                let xv: [_; M] = std::array::from_fn(|i| loadx(x.add(i * k + p)));
                 for (r, a) in acc.iter_mut().enumerate() {
                     let at = (j + r) * k + p;
                     if (p * size) % 64 == 0 {
@@ -335,8 +325,8 @@ macro_rules! kernel {
                         _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((at + R * k) * size).cast());
                     }
                     let wv = loadw::<BF16>(w, at);
-                    for i in 0..M {
-                        a[i] = fma(xv[i], wv, a[i]);
+                    for (i, ai) in a.iter_mut().enumerate() {
+                        *ai = fma(loadx(x.add(i * k + p)), wv, *ai);
                     }
                 }
                 p += L;
@@ -400,7 +390,9 @@ mod avx2 {
         _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
     }
 
-    kernel!("avx2,fma");
+    /// Most rows of `x` one `block` call takes (16 vector registers).
+    pub(super) const ROWS: usize = 4;
+    kernel!("avx2,fma", 1 => (1, 4), 2 => (2, 4), 3 => (3, 2), _ => (4, 2));
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -444,7 +436,20 @@ mod avx512 {
         _mm512_reduce_add_ps(v)
     }
 
-    kernel!("avx512f");
+    /// Most rows of `x` one `block` call takes (32 vector registers: up to
+    /// 24 accumulators and the weights they share).
+    pub(super) const ROWS: usize = 8;
+    kernel!(
+        "avx512f",
+        1 => (1, 4),
+        2 => (2, 4),
+        3 => (3, 4),
+        4 => (4, 4),
+        5 => (5, 3),
+        6 => (6, 3),
+        7 => (7, 3),
+        _ => (8, 3)
+    );
 }
 
 #[cfg(test)]

@@ -109,6 +109,24 @@ impl Pool {
     }
 }
 
+/// A pointer the parts of one [`Pool::run`] job share, each writing its own
+/// disjoint range of what it points to (the caller's promise).
+pub(crate) struct SyncPtr<T>(*mut T);
+
+// SAFETY: the parts write disjoint ranges (the constructor's caller promises
+// it), and `run` returns only when every part is done.
+unsafe impl<T> Sync for SyncPtr<T> {}
+
+impl<T> SyncPtr<T> {
+    pub(crate) fn new(p: *mut T) -> SyncPtr<T> {
+        SyncPtr(p)
+    }
+
+    pub(crate) fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
 fn worker(sh: &Shared, me: usize) {
     let mut seen = 0u64;
     loop {
