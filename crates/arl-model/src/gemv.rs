@@ -8,14 +8,16 @@
 //! `sgemv`, which on this project's 2-core Xeon streamed SmolLM2-135M's
 //! weights at about 18 GB/s of the 25 GB/s the machine reads, behind an
 //! OpenMP fork and join per call. Here the output columns are split over
-//! [`spin_pool`](crate::spin_pool)'s threads, each computing 4 (or 2) output
-//! columns for up to 4 rows at once from one pass over those weight rows.
+//! [`spin_pool`](crate::spin_pool)'s threads. Each computes tiles of a few
+//! output columns for a few rows at once (up to 8 rows × 3 columns with
+//! AVX-512, 4 × 2 with AVX2) from one pass over those weight rows.
 //!
 //! With bf16 weights the bytes halve. A bf16 number is the upper half of a
 //! float32, so each is widened exactly (a 16-bit shift) and multiplied and
 //! summed in float32: the result is the float32 product with the weights
 //! rounded to bf16, up to the order of the sums — no bf16 activations.
-//! AVX2 and FMA when the CPU has them (checked once), plain loops otherwise.
+//! AVX-512, else AVX2 and FMA, when the CPU has them (checked once), plain
+//! loops otherwise.
 use crate::spin_pool::{Pool, SyncPtr};
 use tch::{Device, Kind, Tensor};
 
@@ -26,7 +28,7 @@ pub const MAX_ROWS: i64 = 8;
 const PARALLEL_WORK: usize = 1 << 16;
 
 /// Output columns (weight rows) per block: the block's weights stay in
-/// cache while each group of up to 4 rows of `x` passes over them.
+/// cache while each group of rows of `x` passes over them.
 const BLOCK: usize = 64;
 
 /// How a decode step's products (at most [`MAX_ROWS`] rows) multiply on the
