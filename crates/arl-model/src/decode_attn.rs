@@ -76,11 +76,12 @@ fn run_split(
     threads: usize,
 ) {
     let b = slots.len();
-    let pool = Pool::global();
-    let threads = threads.clamp(1, b.max(1)).min(pool.width());
+    let threads = threads.clamp(1, b.max(1));
     if threads == 1 {
         return run(qs, ks, vs, slots, lens, d, out);
     }
+    let pool = Pool::global();
+    let threads = threads.min(pool.width());
     let per = b.div_ceil(threads);
     let row = d.nh * d.hd;
     let dst = SyncPtr::new(out.as_mut_ptr());

@@ -47,6 +47,16 @@ pub enum DecodeMatmul {
 }
 
 impl DecodeMatmul {
+    /// What [`linear`] reads for the weight `w` in this way: `w` itself
+    /// (Float32), a bf16 copy (Bf16), nothing (Blas: libtorch multiplies).
+    pub(crate) fn weight(self, w: &Tensor) -> Option<Tensor> {
+        match self {
+            DecodeMatmul::Blas => None,
+            DecodeMatmul::Float32 => Some(w.shallow_clone()),
+            DecodeMatmul::Bf16 => Some(to_bf16(w)),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             DecodeMatmul::Blas => "blas",
@@ -120,8 +130,8 @@ pub fn product(
         Weights::F32(w) => w.len() == n * k,
         Weights::Bf16(w) => w.len() == n * k,
     });
-    let pool = Pool::global();
-    let threads = if m * n * k < PARALLEL_WORK { 1 } else { threads.clamp(1, pool.width()) };
+    // (The pool starts on first use: a product that never splits starts none.)
+    let threads = if m * n * k < PARALLEL_WORK || threads <= 1 { 1 } else { threads.min(Pool::global().width()) };
     // Column ranges in whole blocks of 8, as even as that allows.
     let per = n.div_ceil(threads).div_ceil(8) * 8;
     let parts = n.div_ceil(per);
@@ -135,7 +145,7 @@ pub fn product(
     if parts <= 1 {
         job(0);
     } else {
-        pool.run(parts, &job);
+        Pool::global().run(parts, &job);
     }
 }
 

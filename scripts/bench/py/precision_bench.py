@@ -19,6 +19,7 @@ usage: precision_bench.py BIN_DIR MODEL_DIR THREADS "CONCS" NEW PROMPT DP
    greedy tokens against the float32 ones of the same tokens, scored in one
    prefill (libtorch's products, as `arl-train` scores them).
 """
+import itertools
 import json
 import os
 import random
@@ -71,9 +72,11 @@ def bandwidth():
     return a.numel() * 4 / dt
 
 
+SERVERS = itertools.count(1)  # one log file per server: two run at once for the gap
+
+
 def start_serve(args):
-    start_serve.n = getattr(start_serve, "n", 0) + 1
-    log = f"/tmp/precision-bench-serve-{os.getpid()}-{start_serve.n}.log"
+    log = f"/tmp/precision-bench-serve-{os.getpid()}-{next(SERVERS)}.log"
     p = subprocess.Popen([os.path.join(bindir, "arl-serve"), "--model-path", model_dir, *args, "--port", "0",
                           "--dp-size", str(dp), "--max-running-requests", str(max(concs))],
                          stdout=subprocess.DEVNULL, stderr=open(log, "w"))

@@ -111,9 +111,8 @@ impl Model {
             let m = &mut layer.mlp;
             m.gate_up_proj = Linear::fuse(&mut [&mut m.gate_proj, &mut m.up_proj]);
         }
-        if self.cpu_matmul == CpuMatmul::OneDnn {
-            self.repack();
-        }
+        // The fused layers get their copies (nothing to build when both are off).
+        self.repack();
     }
 
     /// How the inference linears multiply on the CPU (see [`onednn`]):
@@ -134,7 +133,7 @@ impl Model {
             }
         }
         self.cpu_matmul = m;
-        self.repack();
+        self.rebuild(true, false);
         Ok(())
     }
 
@@ -154,7 +153,7 @@ impl Model {
             bail!("arl's decode matrix products are for float32 models on the CPU");
         }
         self.decode_matmul = d;
-        self.repack();
+        self.rebuild(false, true);
         Ok(())
     }
 
@@ -168,18 +167,24 @@ impl Model {
         self.cpu_matmul == CpuMatmul::OneDnn || self.decode_matmul == DecodeMatmul::Bf16
     }
 
-    /// (Re)builds or drops the packed copies for `self.cpu_matmul` and the
-    /// decode weights for `self.decode_matmul`.
+    /// (Re)builds or drops the oneDNN-packed copies for `self.cpu_matmul`
+    /// and the decode weights for `self.decode_matmul` (after a weight change).
     pub(super) fn repack(&mut self) {
+        self.rebuild(true, true);
+    }
+
+    /// [`Model::repack`] of the oneDNN copies (`onednn`), the decode weights
+    /// (`decode`), or both: each setting rebuilds only its own.
+    fn rebuild(&mut self, onednn: bool, decode: bool) {
         let on = self.cpu_matmul == CpuMatmul::OneDnn;
         let small = self.decode_matmul;
         let pack = |l: &mut Linear| {
-            l.packed = on.then(|| onednn::pack(&l.w));
-            l.small = match small {
-                DecodeMatmul::Blas => None,
-                DecodeMatmul::Float32 => Some(l.w.shallow_clone()),
-                DecodeMatmul::Bf16 => Some(gemv::to_bf16(&l.w)),
-            };
+            if onednn {
+                l.packed = on.then(|| onednn::pack(&l.w));
+            }
+            if decode {
+                l.small = small.weight(&l.w);
+            }
         };
         for layer in &mut self.layers {
             let a = &mut layer.self_attn;
@@ -203,12 +208,12 @@ impl Model {
             pack(&mut m.down_proj);
         }
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
-        self.head_packed = on.then(|| onednn::pack(head));
-        self.head_small = match small {
-            DecodeMatmul::Blas => None,
-            DecodeMatmul::Float32 => Some(head.shallow_clone()),
-            DecodeMatmul::Bf16 => Some(gemv::to_bf16(head)),
-        };
+        if onednn {
+            self.head_packed = on.then(|| onednn::pack(head));
+        }
+        if decode {
+            self.head_small = small.weight(head);
+        }
     }
 
     /// cos and signed sin (first half negated, as
