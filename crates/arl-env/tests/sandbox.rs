@@ -200,9 +200,10 @@ fn session_keeps_state_and_recovers_from_timeout() {
     let r = sess.run("while True: pass").unwrap();
     assert_eq!(r.outcome, Outcome::Timeout);
     // The wall-clock bound itself is `infinite_loop_times_out_within_limit_plus_one_second`'s
-    // job; here a loose bound only proves the session does not hang (CI runs tests in parallel).
+    // job; here a loose bound only proves the session does not hang (CI runs tests in parallel,
+    // and a cold CI run on 2 cores once took 10.5 s here).
     let took = t.elapsed().as_secs_f64();
-    assert!(took < 8.0, "session timeout took {took:.1}s");
+    assert!(took < 30.0, "session timeout took {took:.1}s");
     let r = sess.run("print('x' in globals())").unwrap();
     assert_eq!(r.stdout, "False\n");
     assert!(r.stderr.contains("fresh session"));
