@@ -47,13 +47,21 @@ pub fn decode_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &[usize], len
         )
     };
     let mut out = vec![0f32; (b * nh * hd) as usize];
-    // The sequences split over as many threads as libtorch's intra-op
-    // setting when there is enough to do (handing a part to the pool's
-    // spinning thread costs about a microsecond).
-    let work: usize = lens.iter().sum::<usize>() * dims.nh * dims.hd;
-    let threads = if work < PARALLEL_WORK { 1 } else { tch::get_num_threads().max(1) as usize };
-    run_split(qs, ks, vs, slots, lens, &dims, &mut out, threads);
+    attend(qs, ks, vs, slots, lens, &dims, &mut out);
     Tensor::from_slice(&out).view([b, 1, nh * hd])
+}
+
+/// [`decode_attention`] on slices: `qs` [B,nh,hd], `ks`, `vs` the cache
+/// [slots, nkv, cap, hd], `out` [B,nh·hd]. The sequences split over as many
+/// threads as libtorch's intra-op setting when there is enough to do
+/// (handing a part to the pool's spinning thread costs about a microsecond).
+pub(crate) fn attend(qs: &[f32], ks: &[f32], vs: &[f32], slots: &[usize], lens: &[usize], d: &Dims, out: &mut [f32]) {
+    assert!(qs.len() == slots.len() * d.nh * d.hd && out.len() == qs.len() && ks.len() == vs.len());
+    assert!(slots.len() == lens.len() && d.nh == d.rep * d.nkv);
+    assert!(slots.iter().zip(lens).all(|(&s, &l)| (s + 1) * d.nkv * d.cap * d.hd <= ks.len() && l <= d.cap && l > 0));
+    let work: usize = lens.iter().sum::<usize>() * d.nh * d.hd;
+    let threads = if work < PARALLEL_WORK { 1 } else { tch::get_num_threads().max(1) as usize };
+    run_split(qs, ks, vs, slots, lens, d, out, threads);
 }
 
 /// Cached positions × query heads × head size below which one thread does it all.
@@ -94,12 +102,14 @@ fn run_split(
     });
 }
 
-struct Dims {
-    nh: usize,
-    rep: usize,
-    nkv: usize,
-    cap: usize,
-    hd: usize,
+/// Query heads, query heads per kv head, kv heads, the cache's capacity
+/// (positions per slot) and the head size.
+pub(crate) struct Dims {
+    pub(crate) nh: usize,
+    pub(crate) rep: usize,
+    pub(crate) nkv: usize,
+    pub(crate) cap: usize,
+    pub(crate) hd: usize,
 }
 
 fn run(qs: &[f32], ks: &[f32], vs: &[f32], slots: &[usize], lens: &[usize], d: &Dims, out: &mut [f32]) {

@@ -1,6 +1,6 @@
-//! The matrix products of a decode step on the CPU: `y = x·Wᵀ + b` for a
-//! few rows of `x` (at most [`MAX_ROWS`]), with `W` [out, in] stored in
-//! float32 or in bf16.
+//! The matrix products of a decode step on the CPU: `y = x·Wᵀ + b` for up
+//! to [`MAX_ROWS`] rows of `x` (one per sequence in the batch), with `W`
+//! [out, in] stored in float32 or in bf16.
 //!
 //! At one to eight rows a projection is a matrix-vector product: every
 //! weight is read once and used for a few multiply-adds, so the time is the
@@ -12,6 +12,15 @@
 //! output columns for a few rows at once (up to 8 rows × 3 columns with
 //! AVX-512, 4 × 2 with AVX2) from one pass over those weight rows.
 //!
+//! A batch of 9 to 64 rows is no longer bound by memory but by the
+//! multiply-adds. libtorch hands it to MKL's `sgemm`, which copies ("packs")
+//! the whole weight matrix on every call: a fifth of a 64-request decode
+//! step's time in a profile of SmolLM2-135M. Here the weights are read where
+//! they are. Blocks of 64 weight rows stay in L2 while the rows of `x` pass
+//! over them in groups, 6 rows × 4 columns to a tile on AVX-512, and rows
+//! longer than 1,024 are summed in spans of 512 so that a group's span of
+//! `x` and a tile's span of weights share L1.
+//!
 //! With bf16 weights the bytes halve. A bf16 number is the upper half of a
 //! float32, so each is widened exactly (a 16-bit shift) and multiplied and
 //! summed in float32: the result is the float32 product with the weights
@@ -21,8 +30,8 @@
 use crate::spin_pool::{Pool, SyncPtr};
 use tch::{Device, Kind, Tensor};
 
-/// Most rows of `x` a call takes; larger batches go to libtorch's GEMM.
-pub const MAX_ROWS: i64 = 8;
+/// Most rows of `x` a call takes; larger ones (a prefill) go to libtorch's GEMM.
+pub const MAX_ROWS: i64 = 64;
 
 /// Multiply-adds below which one thread does the whole product.
 const PARALLEL_WORK: usize = 1 << 16;
@@ -30,6 +39,20 @@ const PARALLEL_WORK: usize = 1 << 16;
 /// Output columns (weight rows) per block: the block's weights stay in
 /// cache while each group of rows of `x` passes over them.
 const BLOCK: usize = 64;
+
+/// Columns of `x` (and of the weights) a span of a long row takes at more
+/// than 8 rows: 6 rows of `x` and a tile's 4 weight rows, 24 KiB in float32,
+/// stay in a 48 KiB L1 while the span is summed.
+const SPAN: usize = 512;
+
+/// Columns `k0..k1` of the rows; `first`: the span that starts the sums
+/// (writes `y`, adds the bias), the others add to `y`.
+#[derive(Clone, Copy)]
+pub(crate) struct Span {
+    k0: usize,
+    k1: usize,
+    first: bool,
+}
 
 /// How a decode step's products (at most [`MAX_ROWS`] rows) multiply on the
 /// CPU in a float32 model ([`Model::set_decode_matmul`](crate::Model::set_decode_matmul)).
@@ -165,28 +188,41 @@ unsafe fn columns(
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = isa() {
         let bias = b.map_or(std::ptr::null(), <[f32]>::as_ptr);
+        // Groups of rows as even as the tile height allows; a batch of more
+        // than 8 with AVX-512 in tiles 6 high (4 weight rows fit beside).
+        let most = match isa {
+            Isa::Avx512 if m > avx512::ROWS => 6,
+            Isa::Avx512 => avx512::ROWS,
+            Isa::Avx2 => avx2::ROWS,
+        };
+        let groups = m.div_ceil(most);
         let mut jb = j0;
         while jb < j1 {
             let je = (jb + BLOCK).min(j1);
-            let mut i0 = 0;
-            while i0 < m {
-                let rows = (m - i0).min(match isa {
-                    Isa::Avx512 => avx512::ROWS,
-                    Isa::Avx2 => avx2::ROWS,
-                });
-                let xp = x.as_ptr().add(i0 * k);
-                let yp = y.add(i0 * n);
-                let (bf16, wp) = match w {
-                    Weights::F32(w) => (false, w.as_ptr().cast::<u8>()),
-                    Weights::Bf16(w) => (true, w.as_ptr().cast::<u8>()),
-                };
-                match (isa, bf16) {
-                    (Isa::Avx512, false) => avx512::block::<false>(xp, rows, k, wp, bias, yp, n, jb, je),
-                    (Isa::Avx512, true) => avx512::block::<true>(xp, rows, k, wp, bias, yp, n, jb, je),
-                    (Isa::Avx2, false) => avx2::block::<false>(xp, rows, k, wp, bias, yp, n, jb, je),
-                    (Isa::Avx2, true) => avx2::block::<true>(xp, rows, k, wp, bias, yp, n, jb, je),
+            // A long row is taken in spans, the sums carried in `y`, so that
+            // a span of the rows of `x` and of a tile's weights share L1.
+            let mut k0 = 0;
+            while k0 < k {
+                let k1 = if m > 8 && k - k0 > 2 * SPAN { k0 + SPAN } else { k };
+                let span = Span { k0, k1, first: k0 == 0 };
+                let mut i0 = 0;
+                for g in 0..groups {
+                    let rows = m / groups + usize::from(g < m % groups);
+                    let xp = x.as_ptr().add(i0 * k);
+                    let yp = y.add(i0 * n);
+                    let (bf16, wp) = match w {
+                        Weights::F32(w) => (false, w.as_ptr().cast::<u8>()),
+                        Weights::Bf16(w) => (true, w.as_ptr().cast::<u8>()),
+                    };
+                    match (isa, bf16) {
+                        (Isa::Avx512, false) => avx512::block::<false>(xp, rows, k, span, wp, bias, yp, n, jb, je),
+                        (Isa::Avx512, true) => avx512::block::<true>(xp, rows, k, span, wp, bias, yp, n, jb, je),
+                        (Isa::Avx2, false) => avx2::block::<false>(xp, rows, k, span, wp, bias, yp, n, jb, je),
+                        (Isa::Avx2, true) => avx2::block::<true>(xp, rows, k, span, wp, bias, yp, n, jb, je),
+                    }
+                    i0 += rows;
                 }
-                i0 += rows;
+                k0 = k1;
             }
             jb = je;
         }
@@ -279,6 +315,7 @@ macro_rules! kernel {
             x: *const f32,
             rows: usize,
             k: usize,
+            span: super::Span,
             w: *const u8,
             bias: *const f32,
             y: *mut f32,
@@ -290,11 +327,11 @@ macro_rules! kernel {
             macro_rules! run {
                 ($m:literal, $r:literal) => {{
                     while j + $r <= je {
-                        tile::<BF16, $m, $r>(x, k, w, bias, y, n, j);
+                        tile::<BF16, $m, $r>(x, k, span, w, bias, y, n, j);
                         j += $r;
                     }
                     while j < je {
-                        tile::<BF16, $m, 1>(x, k, w, bias, y, n, j);
+                        tile::<BF16, $m, 1>(x, k, span, w, bias, y, n, j);
                         j += 1;
                     }
                 }};
@@ -319,17 +356,23 @@ macro_rules! kernel {
         unsafe fn tile<const BF16: bool, const M: usize, const R: usize>(
             x: *const f32,
             k: usize,
+            span: super::Span,
             w: *const u8,
             bias: *const f32,
             y: *mut f32,
             n: usize,
             j: usize,
         ) {
+            let super::Span { k0, k1, first } = span;
             let size = if BF16 { 2 } else { 4 };
             let mut acc = [[zero(); M]; R];
-            let kv = k / L * L;
-            let mut p = 0;
+            let kv = k0 + (k1 - k0) / L * L;
+            let mut p = k0;
             while p < kv {
+                let mut xv = [zero(); M];
+                for (i, v) in xv.iter_mut().enumerate() {
+                    *v = loadx(x.add(i * k + p));
+                }
                 for (r, a) in acc.iter_mut().enumerate() {
                     let at = (j + r) * k + p;
                     if (p * size) % 64 == 0 {
@@ -337,8 +380,8 @@ macro_rules! kernel {
                         _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((at + R * k) * size).cast());
                     }
                     let wv = loadw::<BF16>(w, at);
-                    for (i, ai) in a.iter_mut().enumerate() {
-                        *ai = fma(loadx(x.add(i * k + p)), wv, *ai);
+                    for (ai, &xi) in a.iter_mut().zip(&xv) {
+                        *ai = fma(xi, wv, *ai);
                     }
                 }
                 p += L;
@@ -346,13 +389,17 @@ macro_rules! kernel {
             for (r, a) in acc.iter().enumerate() {
                 for (i, &v) in a.iter().enumerate() {
                     let mut s = hsum(v);
-                    for q in kv..k {
+                    for q in kv..k1 {
                         s += *x.add(i * k + q) * scalar::<BF16>(w, (j + r) * k + q);
                     }
-                    if !bias.is_null() {
-                        s += *bias.add(j + r);
+                    let out = y.add(i * n + j + r);
+                    if !first {
+                        *out += s;
+                    } else if !bias.is_null() {
+                        *out = s + *bias.add(j + r);
+                    } else {
+                        *out = s;
                     }
-                    *y.add(i * n + j + r) = s;
                 }
             }
         }
@@ -457,8 +504,8 @@ mod avx512 {
         2 => (2, 4),
         3 => (3, 4),
         4 => (4, 4),
-        5 => (5, 3),
-        6 => (6, 3),
+        5 => (5, 4),
+        6 => (6, 4),
         7 => (7, 3),
         _ => (8, 3)
     );
@@ -476,12 +523,21 @@ mod tests {
     fn matches_libtorch_in_float32_and_with_bf16_weights() {
         tch::manual_seed(11);
         let cpu = (Kind::Float, Device::Cpu);
-        // Shapes with and without a k tail (k % 8), odd column counts, every
-        // row count up to MAX_ROWS, batch dims, biases; sizes above and
+        // Shapes with and without a k tail (k % 8), odd column counts, row
+        // counts from 1 to MAX_ROWS, batch dims, biases; sizes above and
         // below the threaded threshold.
-        for (rows, k, n, bias) in
-            [(1, 576, 3072, false), (3, 64, 40, true), (8, 100, 257, true), (5, 7, 9, false), (2, 1536, 576, true)]
-        {
+        for (rows, k, n, bias) in [
+            (1, 576, 3072, false),
+            (3, 64, 40, true),
+            (8, 100, 257, true),
+            (5, 7, 9, false),
+            (2, 1536, 576, true),
+            // A batch: even row groups, and long rows summed in spans (k
+            // over 2·SPAN, with a tail).
+            (64, 1100, 70, true),
+            (37, 1539, 33, false),
+            (13, 576, 130, false),
+        ] {
             let x = Tensor::randn([rows, k], cpu);
             let w = Tensor::randn([n, k], cpu);
             let b = bias.then(|| Tensor::randn([n], cpu));
@@ -502,7 +558,7 @@ mod tests {
         assert_eq!(got.size(), [2, 1, 3, 16]);
         assert!(max_diff(&got, &x.linear::<Tensor>(&w, None)) < 1e-4);
         // Not ours: too many rows, another kind, a shape that does not fit.
-        assert!(linear(&Tensor::randn([9, 48], cpu), &w, None).is_none());
+        assert!(linear(&Tensor::randn([65, 48], cpu), &w, None).is_none());
         assert!(linear(&Tensor::randn([2, 48], (Kind::Double, Device::Cpu)), &w, None).is_none());
         assert!(linear(&Tensor::randn([2, 47], cpu), &w, None).is_none());
     }
@@ -562,6 +618,49 @@ mod speed {
                         best * 1e3
                     );
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod rate {
+    use super::*;
+
+    /// GFLOP/s of [`product`] (float32 and bf16 weights) beside libtorch's
+    /// `linear` at a batch's shapes (SmolLM2-135M's MLP and LM head), 9 to
+    /// 64 rows, 2 threads, weights in cache (not a check: prints). `cargo
+    /// test --release -p arl-model gemm_rate -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn gemm_rate() {
+        let best = |f: &mut dyn FnMut()| {
+            (0..25)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    f();
+                    t0.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        for (k, n) in [(576usize, 1536usize), (1536, 576), (576, 49152)] {
+            for m in [8usize, 16, 32, 64] {
+                let x = Tensor::randn([m as i64, k as i64], (Kind::Float, Device::Cpu));
+                let w = Tensor::randn([n as i64, k as i64], (Kind::Float, Device::Cpu));
+                let xs = Vec::<f32>::try_from(&x.view([-1])).unwrap();
+                let w32 = Vec::<f32>::try_from(&w.view([-1])).unwrap();
+                let w16: Vec<u16> = w32.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
+                let mut y = vec![0f32; m * n];
+                let torch = best(&mut || drop(x.linear::<Tensor>(&w, None)));
+                let f32s = best(&mut || product(&xs, m, k, Weights::F32(&w32), n, None, &mut y, 2));
+                let bf16s = best(&mut || product(&xs, m, k, Weights::Bf16(&w16), n, None, &mut y, 2));
+                let g = (2 * m * n * k) as f64 / 1e9;
+                println!(
+                    "[{m}×{k}]·[{k}×{n}] GFLOP/s: libtorch {:.0}, float32 {:.0}, bf16 weights {:.0}",
+                    g / torch,
+                    g / f32s,
+                    g / bf16s
+                );
             }
         }
     }

@@ -265,9 +265,10 @@ fn bf16_checkpoint_loads_into_a_float32_model() {
 #[test]
 fn decode_matmul_kernels_match_blas_and_follow_reload() {
     use arl_model::DecodeMatmul;
-    // Decode steps of 1 and 3 sequences (the kernel's row counts), prefill
-    // (more rows than the kernel takes: libtorch either way), both threads
-    // settings (one part, and the pool's).
+    // Decode steps of 1 and 3 sequences (the native step, `net::native`,
+    // or the libtorch path with the kernel's products), prefills of 1 to 9
+    // rows (the kernel's products), both threads settings (one part, and
+    // the pool's), fused and separate projections.
     let run = |m: &Model| {
         let mut cache = m.new_cache();
         let (a, b, c) = (cache.alloc(), cache.alloc(), cache.alloc());
@@ -280,18 +281,34 @@ fn decode_matmul_kernels_match_blas_and_follow_reload() {
     };
     for threads in [1, 2] {
         tch::set_num_threads(threads);
-        for name in ["qwen2", "qwen3", "llama"] {
+        for (name, fuse) in [("qwen2", true), ("qwen3", true), ("llama", true), ("qwen2", false), ("qwen3", false)] {
             let mut model = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
-            model.fuse_projections();
+            if fuse {
+                model.fuse_projections();
+            }
             let blas = run(&model);
             model.set_decode_matmul(DecodeMatmul::Float32).unwrap();
             let d32 = max_abs_diff(&run(&model), &blas);
+            model.set_native_decode(false);
+            let d32_torch = max_abs_diff(&run(&model), &blas);
+            let torch_rows = run(&model).narrow(0, 13, 4);
+            model.set_native_decode(true);
+            // The decode rows (13..17) of the two paths: same values up to the order of the sums.
+            let dn = max_abs_diff(&run(&model).narrow(0, 13, 4), &torch_rows);
+            assert!(dn < 1e-5, "{name}: native decode rows vs the libtorch path {dn}");
             model.set_decode_matmul(DecodeMatmul::Bf16).unwrap();
             let d16 = max_abs_diff(&run(&model), &blas);
-            eprintln!("{name}, {threads} threads: max |Δ logits| float32 kernel {d32:e}, bf16 weights {d16:e}");
-            assert!(d32 < 1e-5, "{name}: float32 kernel vs BLAS {d32}");
-            // bf16 weights move the decode rows by their rounding, and only those.
+            eprintln!(
+                "{name} (fused {fuse}), {threads} threads: max |Δ logits| native float32 {d32:e}, \
+                 libtorch path float32 {d32_torch:e}, native bf16 weights {d16:e}"
+            );
+            assert!(d32 < 1e-5, "{name}: native float32 step vs BLAS {d32}");
+            assert!(d32_torch < 1e-5, "{name}: float32 kernel vs BLAS {d32_torch}");
+            // bf16 weights move the logits by their rounding, and only so much.
             assert!(d16 > 1e-6 && d16 < 2e-2, "{name}: bf16 weights vs float32 {d16}");
+            if !fuse {
+                continue;
+            }
             // New weights on disk: the bf16 copies follow a reload.
             let t = common::tmpdir();
             let other = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();

@@ -17,14 +17,14 @@ use std::sync::Arc;
 pub const TOOL: &str = "arl-serve";
 
 const DECODE_MATMUL_HELP: &str = "\
-How the products of a decode step (up to 8 sequences at once) multiply in a float32
-model on the CPU: `blas` is libtorch's `linear` (MKL's sgemv), `float32` arl's own
+How the products of a decode step (up to 64 sequences at once) multiply in a float32
+model on the CPU: `blas` is libtorch's `linear` (MKL's sgemv/sgemm), `float32` arl's own
 kernel on the float32 weights (the output columns split over the intra-op threads;
 the same values up to the order of the sums), `bf16` arl's kernel on bf16 copies of
 the weights: half the bytes each step streams, widened exactly to float32 and
 multiplied and summed in float32 (a second copy of the weights, half the float32
-size; log-probs move by the weights' rounding). `auto` runs a real decode step at 1
-and at 8 sequences each way at load, logs the times and takes the fastest (5%
+size; log-probs move by the weights' rounding). `auto` runs a real decode step at 1,
+8 and 32 sequences each way at load, logs the times and takes the fastest (5%
 margin); it tries `bf16` only under `--dtype auto`, so `--dtype float32` keeps
 float32 weights. Batches of more rows multiply as `--cpu-matmul` says. No effect on
 CUDA or on bfloat16/float16 models.";
@@ -119,7 +119,7 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_name = "HOW", help_heading = "Model", long_help = CPU_MATMUL_HELP)]
     pub cpu_matmul: String,
 
-    /// CPU float32 decode matrix products (≤8 rows): `auto` (measured at load), `blas`, `float32`, `bf16`
+    /// CPU float32 decode matrix products (≤64 rows): `auto` (measured at load), `blas`, `float32`, `bf16`
     #[arg(long, default_value = "auto", value_name = "HOW", help_heading = "Model", long_help = DECODE_MATMUL_HELP)]
     pub decode_matmul: String,
 

@@ -120,7 +120,7 @@ const DECODE_MARGIN: f64 = 1.05;
 
 /// Sets every engine's decode matrix products (`--decode-matmul`): `want`,
 /// or (`None`) the fastest measured one — a real decode step of the model at
-/// 1 and at 8 sequences, each way in turn — among libtorch's BLAS, arl's
+/// 1, 8 and 32 sequences, each way in turn — among libtorch's BLAS, arl's
 /// float32 kernel and, when `bf16_ok` (`--dtype auto`), arl's kernel on bf16
 /// copies of the weights. Logs the measurements and the choice through `log`
 /// and answers it (`none` for models that are not float32 on the CPU).
@@ -144,16 +144,17 @@ pub fn choose_decode_matmul(
             if bf16_ok {
                 ways.push(DecodeMatmul::Bf16);
             }
-            // (way, ms at 1 row, ms at 8); the score sums both relative to BLAS.
+            // (way, ms at 1, 8 and 32 rows); the score sums the three
+            // relative to BLAS.
             let mut timed = Vec::new();
             for &d in &ways {
                 first.model.set_decode_matmul(d)?;
-                let one = first.model.decode_step_seconds(1, 4) * 1e3;
-                let eight = first.model.decode_step_seconds(8, 3) * 1e3;
-                timed.push((d, one, eight));
+                let ms =
+                    [(1, 4), (8, 3), (32, 2)].map(|(rows, steps)| first.model.decode_step_seconds(rows, steps) * 1e3);
+                timed.push((d, ms));
             }
-            let (b1, b8) = (timed[0].1, timed[0].2);
-            let score = |&(_, one, eight): &(DecodeMatmul, f64, f64)| one / b1 + eight / b8;
+            let base = timed[0].1;
+            let score = |(_, ms): &(DecodeMatmul, [f64; 3])| ms.iter().zip(&base).map(|(t, b)| t / b).sum::<f64>();
             let mut pick = timed[0];
             for t in &timed[1..] {
                 if score(t) * DECODE_MARGIN < score(&pick) {
@@ -161,9 +162,9 @@ pub fn choose_decode_matmul(
                 }
             }
             let shown: Vec<String> =
-                timed.iter().map(|(d, one, eight)| format!("{} {one:.1}/{eight:.1}", d.name())).collect();
+                timed.iter().map(|(d, [a, b, c])| format!("{} {a:.1}/{b:.1}/{c:.1}", d.name())).collect();
             log(format!(
-                "decode matmul: {} (a decode step at 1/8 sequences, ms: {}; --decode-matmul to choose{})",
+                "decode matmul: {} (a decode step at 1/8/32 sequences, ms: {}; --decode-matmul to choose{})",
                 pick.0.name(),
                 shown.join(", "),
                 if bf16_ok { "" } else { "; bf16 is tried under --dtype auto only" }

@@ -14,8 +14,8 @@ pub(super) struct Attention {
     /// [`Model::fuse_projections`](super::Model::fuse_projections)).
     pub(super) qkv_proj: Option<Linear>,
     pub(super) o_proj: Linear,
-    q_norm: Option<RmsNorm>,
-    k_norm: Option<RmsNorm>,
+    pub(super) q_norm: Option<RmsNorm>,
+    pub(super) k_norm: Option<RmsNorm>,
     n_heads: i64,
     n_kv: i64,
     head_dim: i64,

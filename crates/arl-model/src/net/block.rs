@@ -7,9 +7,9 @@ use crate::config::ModelConfig;
 use tch::{nn, Tensor};
 
 pub(super) struct Block {
-    input_layernorm: RmsNorm,
+    pub(super) input_layernorm: RmsNorm,
     pub(super) self_attn: Attention,
-    post_attention_layernorm: RmsNorm,
+    pub(super) post_attention_layernorm: RmsNorm,
     pub(super) mlp: Mlp,
 }
 

@@ -87,6 +87,13 @@ impl Model {
             None if groups.is_empty() => self.train_sel(false),
             None => Sel::Rows(&groups),
         };
+        let decode = chunks.iter().all(|c| c.len() == 1) && keep.iter().all(|r| *r == (0..1));
+        if decode && groups.is_empty() && whole.is_none() && self.native_ok(slots.len()) {
+            let last: Vec<i64> = chunks.iter().map(|c| c[0]).collect();
+            if let Some(logits) = self.decode_native(cache, slots, &last) {
+                return logits;
+            }
+        }
         tch::no_grad(|| {
             let dev = self.device;
             let c = Chunks::new(cache, slots, chunks);
@@ -148,14 +155,21 @@ impl Model {
     /// first when too short).
     fn rope_at(&self, cache: &mut KvCache, c: &Chunks, pos_t: &Tensor, kind: Kind) -> (Tensor, Tensor) {
         let need = c.pos.iter().max().map_or(1, |&p| p as usize + 1);
+        let (cos, sin) = self.rope_table(cache, need, kind);
+        let at = |t: &Tensor| t.index_select(0, &pos_t.view([-1])).view([c.b, c.nmax, 1, -1]);
+        (at(&cos), at(&sin))
+    }
+
+    /// The cache's RoPE table, cos and signed sin [n, hd] for positions
+    /// 0..n, n ≥ `need` (grown first when too short).
+    pub(super) fn rope_table(&self, cache: &mut KvCache, need: usize, kind: Kind) -> (Tensor, Tensor) {
         if cache.rope_len < need {
             let n = need.max(2 * cache.rope_len).max(64);
             cache.rope = Some(self.rope(&Tensor::arange(n as i64, (Kind::Int64, self.device)), kind));
             cache.rope_len = n;
         }
         let (cos, sin) = cache.rope.as_ref().expect("rope table");
-        let at = |t: &Tensor| t.index_select(0, &pos_t.view([-1])).view([c.b, c.nmax, 1, -1]);
-        (at(cos), at(sin))
+        (cos.shallow_clone(), sin.shallow_clone())
     }
 }
 

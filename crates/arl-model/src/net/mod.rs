@@ -10,7 +10,8 @@
 //! * `adapters`: the attached LoRA adapter and the served ones
 //! * `plan`: how a scored forward is laid out ([`Layout`]); `scores`: the LM
 //!   head scored in chunks, the lean forward-backward, [`token_logprobs`]
-//! * `cache`: the [`KvCache`]; `infer`: the cached forward of inference
+//! * `cache`: the [`KvCache`]; `infer`: the cached forward of inference;
+//!   `native`: its decode step on the CPU without libtorch operators
 //!
 //! Everything else of a family (RoPE scaling, a tied head, defaults) is in
 //! [`ModelConfig`](crate::ModelConfig).
@@ -23,6 +24,7 @@ mod infer;
 mod linear;
 mod mlp;
 mod model;
+mod native;
 mod norm;
 mod plan;
 mod scores;

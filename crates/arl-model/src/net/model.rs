@@ -28,6 +28,8 @@ pub struct Model {
     /// The LM head's weight for decode-sized products ([`Model::set_decode_matmul`]).
     pub(super) head_small: Option<Tensor>,
     pub(super) decode_matmul: DecodeMatmul,
+    /// Whether a decode step takes [`Model::decode_native`] when it can.
+    pub(super) native_decode: bool,
     pub(super) inv_freq: Tensor,
     pub(super) device: Device,
     /// Autocast for the training and scoring forwards ([`Model::set_amp`]).
@@ -80,6 +82,8 @@ impl Model {
             cpu_matmul: CpuMatmul::Blas,
             head_small: None,
             decode_matmul: DecodeMatmul::Blas,
+            // (ARL_NATIVE_DECODE=0: the libtorch path, for benchmarks.)
+            native_decode: std::env::var("ARL_NATIVE_DECODE").map_or(true, |v| v != "0"),
             inv_freq,
             device,
             amp: None,

@@ -5,8 +5,8 @@ use tch::{Kind, Tensor};
 
 /// RMSNorm computed in float32 and cast back, as HF's `Qwen2RMSNorm`.
 pub(super) struct RmsNorm {
-    w: Tensor,
-    eps: f64,
+    pub(super) w: Tensor,
+    pub(super) eps: f64,
 }
 
 impl RmsNorm {
