@@ -3,7 +3,7 @@ complete -c arl-serve -l tokenizer-path -d 'Tokenizer directory; default: `--mod
 complete -c arl-serve -l device -d 'Device: `auto` (CUDA when available), `cpu`, `cuda`, `cuda:N`' -r
 complete -c arl-serve -l dtype -d 'Weight dtype: `auto` (float32 on CPU; the checkpoint\'s dtype, else bfloat16, on CUDA), `float32`, `bfloat16`, `float16`' -r
 complete -c arl-serve -l cpu-matmul -d 'CPU float32 matrix multiplies: `auto` (oneDNN when it measures faster at load), `onednn`, `blas`' -r
-complete -c arl-serve -l decode-matmul -d 'CPU float32 decode matrix products (≤8 rows): `auto` (measured at load), `blas`, `float32`, `bf16`' -r
+complete -c arl-serve -l decode-matmul -d 'CPU float32 decode matrix products (≤64 rows): `auto` (measured at load), `blas`, `float32`, `bf16`' -r
 complete -c arl-serve -l weight-version -d 'Weight version reported until the first update (`/get_model_info`, `meta_info.weight_version`)' -r
 complete -c arl-serve -l served-model-name -d 'Model name in `/v1/models` and chat responses; default: `--model-path`' -r
 complete -c arl-serve -l lora-paths -d 'LoRA adapters served from the start: `NAME=DIR` or `DIR` (named DIR); requests pick one by `lora_path`' -r

@@ -26,8 +26,10 @@ multiplied and summed in float32 (a second copy of the weights, half the float32
 size; log-probs move by the weights' rounding). `auto` runs a real decode step at 1,
 8 and 32 sequences each way at load, logs the times and takes the fastest (5%
 margin); it tries `bf16` only under `--dtype auto`, so `--dtype float32` keeps
-float32 weights. Batches of more rows multiply as `--cpu-matmul` says. No effect on
-CUDA or on bfloat16/float16 models.";
+float32 weights. Under `float32` and `bf16` the whole decode step runs in arl's own
+code, with no libtorch operator between the products (`ARL_NATIVE_DECODE=0` turns
+that off, for comparisons). Batches of more rows multiply as `--cpu-matmul` says. No
+effect on CUDA or on bfloat16/float16 models.";
 
 const CPU_MATMUL_HELP: &str = "\
 How the projections and the LM head multiply on the CPU in float32: `blas` is

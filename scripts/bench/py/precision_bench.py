@@ -15,6 +15,12 @@ usage: precision_bench.py BIN_DIR MODEL_DIR THREADS "CONCS" NEW PROMPT DP
    kernel where it measures faster), `--dtype auto` (what arl-serve picks
    by itself, bf16 decode weights included) and `--dtype bfloat16` (a whole
    bf16 model) — and transformers' `generate` in float32 and bf16 (one batch);
+   With LLAMA_SERVER and LLAMA_GGUF in the environment (precision.sh sets
+   them when it could build llama.cpp), llama.cpp's server on that GGUF too,
+   `-t THREADS -np` the most requests, the same prompt ids; its
+   system_info line is printed. `--dtype auto` also runs once more with
+   ARL_NATIVE_DECODE=0 (its decode step through libtorch's operators) to
+   show what the native step buys.
 4. the log-prob gap of `--dtype auto`: the log-probs it returns for its own
    greedy tokens against the float32 ones of the same tokens, scored in one
    prefill (libtorch's products, as `arl-train` scores them).
@@ -75,11 +81,11 @@ def bandwidth():
 SERVERS = itertools.count(1)  # one log file per server: two run at once for the gap
 
 
-def start_serve(args):
+def start_serve(args, env=None):
     log = f"/tmp/precision-bench-serve-{os.getpid()}-{next(SERVERS)}.log"
     p = subprocess.Popen([os.path.join(bindir, "arl-serve"), "--model-path", model_dir, *args, "--port", "0",
                           "--dp-size", str(dp), "--max-running-requests", str(max(concs))],
-                         stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+                         stdout=subprocess.DEVNULL, stderr=open(log, "w"), env={**os.environ, **(env or {})})
     for _ in range(1200):
         for line in open(log):
             if line.startswith("arl-serve: listening on "):
@@ -103,11 +109,11 @@ def prompts_for(conc):
     return [[rng.randrange(10, cfg["vocab_size"]) for _ in range(plen)] for _ in range(conc)]
 
 
-def arl_rates(args, gap_against=None, keep=False):
+def arl_rates(args, gap_against=None, keep=False, env=None):
     """Rates at each concurrency, the start-up lines that say what was
     chosen, (gap_against: a float32 server's URL) the log-prob gap, and
     (keep) the server, left running: (process, URL, log)."""
-    p, url, log = start_serve(args)
+    p, url, log = start_serve(args, env)
     sp = {"temperature": 0, "max_new_tokens": new, "min_new_tokens": new, "ignore_eos": True}
     out, gap = {}, None
     try:
@@ -142,6 +148,55 @@ def logprob_gap(item, ref_url):
     want = [t[0] for t in ref["meta_info"]["input_token_logprobs"]][-len(ids):]
     d = [abs(a - b) for a, b in zip(got, want) if a is not None and b is not None]
     return sum(d) / len(d), max(d)
+
+
+def llama_rates():
+    """llama.cpp's server on LLAMA_GGUF: rates at each concurrency and its
+    system_info line; None without LLAMA_SERVER."""
+    server, gguf = os.environ.get("LLAMA_SERVER"), os.environ.get("LLAMA_GGUF")
+    if not server or not gguf:
+        return None, "llama.cpp: not run (LLAMA_SERVER / LLAMA_GGUF unset)"
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    log = f"/tmp/precision-bench-llama-{os.getpid()}.log"
+    slots = max(concs)
+    p = subprocess.Popen([server, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-np", str(slots),
+                          "-c", str(slots * (plen + new + 16)), "--host", "127.0.0.1", "--port", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if p.poll() is not None:
+                sys.exit("llama-server did not start:\n" + open(log).read()[-2000:])
+            time.sleep(0.2)
+
+        def one(q):
+            req = urllib.request.Request(url + "/completion", data=json.dumps({
+                "prompt": q, "n_predict": new, "temperature": 0, "ignore_eos": True, "cache_prompt": False,
+            }).encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=3600) as r:
+                return json.loads(r.read())["tokens_predicted"]
+
+        out = {}
+        for conc in concs:
+            prompts = prompts_for(conc)
+            with ThreadPoolExecutor(conc) as ex:
+                dt = best_of(lambda: sum(ex.map(one, prompts)), 3)
+            out[conc] = (conc * new / dt, dt / new * 1e3)
+    finally:
+        p.terminate()
+        p.wait()
+    info = next((l.strip() for l in open(log) if "system_info" in l), "llama.cpp: no system_info line")
+    os.unlink(log)
+    return out, info
 
 
 def hf_rates(kind):
@@ -181,7 +236,9 @@ finally:
     os.unlink(ref_log)
 arl32, pick32, _, _ = arl_rates(["--dtype", "float32"])
 arl16, _, _, _ = arl_rates(["--dtype", "bfloat16"])
+ops, _, _, _ = arl_rates(["--dtype", "auto"], env={"ARL_NATIVE_DECODE": "0"})
 hf32, hf16 = hf_rates(torch.float32), hf_rates(torch.bfloat16)
+llama, llama_info = llama_rates()
 l3 = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
            if l.startswith("L3 cache")), "unknown")
 print(f"\ngreedy decoding, prompt {plen}, {new} new tokens each, best of 3 rounds; arl-serve --dp-size {dp}")
@@ -189,16 +246,26 @@ for line in pick32 + pick_auto:
     print("  " + line)
 print(f"floors: the weights' bytes ÷ the bandwidth above; this CPU's L3 cache is {l3}: weights that fit in it "
       "stream faster than the floor says")
-print(f"{'requests':>8} | {'floor fp32':>10} {'arl blas':>16} {'arl fp32':>16} {'arl auto':>16} {'HF fp32':>16} "
-      f"| {'floor bf16':>10} {'arl bf16':>16} {'HF bf16':>16}   (tokens/s, ms per step)")
+print(llama_info)
+print("columns: arl blas = --dtype float32 --decode-matmul blas (arl before issue 44); arl fp32 = --dtype float32; "
+      "arl auto = --dtype auto; auto ops = --dtype auto with ARL_NATIVE_DECODE=0; arl bf16 = --dtype bfloat16; "
+      "llama.cpp = its server on the package's Q4_1 GGUF")
+print(f"{'requests':>8} | {'floor fp32':>10} {'arl blas':>16} {'arl fp32':>16} {'HF fp32':>16} "
+      f"| {'floor bf16':>10} {'arl auto':>16} {'auto ops':>16} {'arl bf16':>16} {'HF bf16':>16} {'llama.cpp':>16}"
+      "   (tokens/s, ms per step)")
+cell = lambda r: f"{r[0]:8.0f} {r[1]:6.1f}ms"  # noqa: E731
 for c in concs:
-    cell = lambda r: f"{r[0]:8.0f} {r[1]:6.1f}ms"  # noqa: E731
-    print(f"{c:>8} | {floor['fp32']:8.2f}ms {cell(blas[c]):>16} {cell(arl32[c]):>16} {cell(auto[c]):>16} "
-          f"{cell(hf32[c]):>16} | {floor['bf16']:8.2f}ms {cell(arl16[c]):>16} {cell(hf16[c]):>16}")
+    lc = cell(llama[c]) if llama else "-"
+    print(f"{c:>8} | {floor['fp32']:8.2f}ms {cell(blas[c]):>16} {cell(arl32[c]):>16} {cell(hf32[c]):>16} "
+          f"| {floor['bf16']:8.2f}ms {cell(auto[c]):>16} {cell(ops[c]):>16} {cell(arl16[c]):>16} {cell(hf16[c]):>16} "
+          f"{lc:>16}")
 print("\nratios: " + "; ".join(
     f"{c}: arl fp32/blas {arl32[c][0] / blas[c][0]:.2f}x, arl auto/blas {auto[c][0] / blas[c][0]:.2f}x, "
+    f"native/ops {auto[c][0] / ops[c][0]:.2f}x, "
     f"arl auto/HF fp32 {auto[c][0] / hf32[c][0]:.2f}x, auto/HF bf16 {auto[c][0] / hf16[c][0]:.2f}x, "
-    f"arl fp32 step/fp32 floor {arl32[c][1] / floor['fp32']:.2f}x, auto step/bf16 floor {auto[c][1] / floor['bf16']:.2f}x"
+    + (f"auto/llama.cpp {auto[c][0] / llama[c][0]:.2f}x, " if llama else "")
+    + f"arl fp32 step/fp32 floor {arl32[c][1] / floor['fp32']:.2f}x, "
+    f"auto step/bf16 floor {auto[c][1] / floor['bf16']:.2f}x"
     for c in concs))
 print(f"\nlog-prob gap of --dtype auto against float32 ({new} greedy tokens of one request, scored by a float32 "
       f"prefill): mean |Δ| {gap[0]:.2e}, max {gap[1]:.2e}")
