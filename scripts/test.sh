@@ -10,6 +10,7 @@
 #   lint          make lint                   (scripts/setup.sh, fmt, module cycles, clippy)
 #   build         cargo build $CARGO_FLAGS --workspace --bins
 #   models        scripts/fetch-models.sh
+#   benchmarks    scripts/fetch-benchmarks.sh
 #   cargo test    cargo test $CARGO_FLAGS --workspace -- --test-threads=$TEST_THREADS
 #   setup-fuzz    scripts/setup-fuzz.sh
 #   chaos         scripts/chaos.sh            (its fuzz targets too: FUZZ_SECONDS each)
@@ -169,6 +170,7 @@ run lint plain "$make_cmd" --no-print-directory lint || exit
 lint=ok
 echo_run build plain cargo build "${cargo_flags[@]}" --workspace --bins || exit
 echo_run models plain scripts/fetch-models.sh || exit
+echo_run benchmarks plain scripts/fetch-benchmarks.sh || exit
 cargo_ran=1
 echo_run "cargo test" tee cargo test "${cargo_flags[@]}" --workspace -- --test-threads="$threads" || exit
 echo_run setup-fuzz plain scripts/setup-fuzz.sh || exit

@@ -225,8 +225,8 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
         }
         ex = inner;
     }
-    let ans_clean = clean(ex);
-    let ans_norm = finish(&ans_clean);
+    let mut ans_clean = clean(ex);
+    let mut ans_norm = finish(&ans_clean);
     v.normalized = Some(ans_norm.clone());
     // Intervals: the bracket kinds are part of the answer.
     if let (Some(a), Some(l)) = (interval_brackets(&ans_norm), interval_brackets(&label_norm)) {
@@ -242,10 +242,21 @@ pub fn grade(response: &str, label: &str, opts: &MathOpts) -> MathVerdict {
         let mut distinct: Vec<String> = boxes.iter().map(|b| normalize(b)).collect();
         distinct.sort();
         distinct.dedup();
-        if distinct.len() > 1 {
-            v.hedge = Some("several_boxed");
-            v.how = "hedge";
-            return v;
+        // Boxes that differ in form but not in value (`\boxed{15\frac{39}{40}}`,
+        // or `\boxed{\frac{639}{40}}`) are one answer written twice.
+        let same_value = || boxes.iter().all(|b| equal_one(&finish(&clean(b)), &ans_norm, opts.tolerance).0);
+        if distinct.len() > 1 && !same_value() {
+            if label_is_list && boxes.len() == label_list.len() {
+                // `\boxed{-2}` and `\boxed{1}` for a two-item answer: the
+                // boxes are its items (MATH writes answers so).
+                ans_clean = boxes.iter().map(|b| clean(b)).collect::<Vec<_>>().join(", ");
+                ans_norm = finish(&ans_clean);
+                v.normalized = Some(ans_norm.clone());
+            } else {
+                v.hedge = Some("several_boxed");
+                v.how = "hedge";
+                return v;
+            }
         }
     }
     if let Some(h) = hedge(&ans_clean, &label_clean, label_is_list) {
@@ -313,15 +324,49 @@ fn last_number(text: &str) -> Option<&str> {
 /// prompt as it stands (white space aside). An RL policy on arithmetic found
 /// that a grader comparing by value paid for repeating the question's
 /// expression; `arl-reward` scores such answers 0 (`match: "restated"`).
+///
+/// An occurrence that is a whole LaTeX group of a larger expression (the
+/// `1+2i` of `\frac{-3+4i}{1+2i}`) or glued to more digits is a part of the
+/// prompt's computation, not a restatement of it.
 pub fn restates_prompt(answer: &str, prompt: &str) -> bool {
     // White space and brackets aside: `(7+9)` restates "What is 7+9?" too.
-    let compact = |t: &str| -> String {
-        t.chars().filter(|c| !c.is_whitespace() && !matches!(c, '(' | ')' | '[' | ']' | '{' | '}')).collect()
-    };
-    let a = compact(answer);
-    let body = a.strip_prefix('-').unwrap_or(&a);
-    let has_operator = body.chars().any(|c| matches!(c, '+' | '-' | '*' | '/' | '^' | '×' | '÷'));
-    has_operator && compact(prompt).contains(&a)
+    let skip = |c: &char| c.is_whitespace() || matches!(c, '(' | ')' | '[' | ']' | '{' | '}');
+    let a: Vec<char> = answer.chars().filter(|c| !skip(c)).collect();
+    let body = a.strip_prefix(&['-']).unwrap_or(&a);
+    let has_operator = body.iter().any(|c| matches!(c, '+' | '-' | '*' | '/' | '^' | '×' | '÷'));
+    if !has_operator {
+        return false;
+    }
+    // The prompt compacted the same way, each character marked with whether a
+    // `{` opens just before it and a `}` closes just after it.
+    let mut p: Vec<(char, bool, bool)> = Vec::new();
+    let mut open = false;
+    for c in prompt.chars() {
+        match c {
+            '{' => open = true,
+            '}' => {
+                if let Some(last) = p.last_mut() {
+                    last.2 = true;
+                }
+            }
+            c if skip(&c) => {}
+            c => {
+                p.push((c, open, false));
+                open = false;
+            }
+        }
+    }
+    let n = a.len();
+    (0..p.len().saturating_sub(n - 1)).any(|i| {
+        let hit = p[i..i + n].iter().zip(&a).all(|(q, c)| q.0 == *c);
+        let group = p[i].1 && p[i + n - 1].2;
+        // A digit, a point or a sign right before it: part of a longer number.
+        let part = |k: Option<&(char, bool, bool)>, sign: bool| {
+            k.is_some_and(|q| q.0.is_ascii_digit() || q.0 == '.' || (sign && q.0 == '-'))
+        };
+        let glued = (i > 0 && part(p.get(i - 1), true)) || part(p.get(i + n), false);
+        hit && !group && !glued
+    })
 }
 
 #[cfg(test)]
@@ -344,6 +389,38 @@ mod tests {
         assert_eq!(answer_line("Answer: 18855<|im_end|>"), Some("18855"));
         assert_eq!(answer_line("Answer: 5</s>"), Some("5"));
         assert_eq!(answer_line("Answer: <|im_end|>"), None);
+    }
+
+    #[test]
+    fn math500_references_that_tripped_the_grader() {
+        let o = MathOpts::default();
+        // Thousands separators with a negative thin space.
+        let r = grade("so $\\boxed{11,\\! 111,\\! 111,\\! 100}$.", "11,\\! 111,\\! 111,\\! 100", &o);
+        assert!(r.correct, "{r:?}");
+        assert!(grade("\\boxed{11,\\! 111}", "11111", &o).correct);
+        assert!(!grade("\\boxed{11,\\! 112}", "11111", &o).correct);
+        // One answer in two forms is not a hedge; two different ones are.
+        let two = "$d = \\boxed{15\\frac{39}{40}},$ or $\\boxed{\\frac{639}{40}}$ inches.";
+        assert!(grade(two, "\\frac{639}{40}", &o).correct, "{:?}", grade(two, "\\frac{639}{40}", &o));
+        // Mixed numbers, as MATH writes them, are their value.
+        assert!(grade("\\boxed{2\\frac{1}{4}}", "\\frac{9}{4}", &o).correct);
+        assert!(grade("\\boxed{-2\\frac{1}{4}}", "-2.25", &o).correct);
+        assert!(!grade("\\boxed{2\\frac{1}{4}}", "\\frac{1}{2}", &o).correct);
+        let hedged = "$\\boxed{15\\frac{38}{40}},$ or $\\boxed{\\frac{639}{40}}$";
+        assert_eq!(grade(hedged, "\\frac{639}{40}", &o).hedge, Some("several_boxed"));
+        // A sub-expression of the prompt is not a restatement of it.
+        assert!(!restates_prompt("1+2i", "Simplify $\\dfrac{-3+4i}{1+2i}$. Your answer should be of the form $a+bi$"));
+        assert!(restates_prompt("-3+4i", "Compute $-3+4i$."));
+        assert!(!restates_prompt("(4,-7)", "The graph passes through the point $(-4,-7).$ What other point?"));
+        // Several boxes for an answer of several items are its items.
+        let both = "the answers are $\\boxed{-2}$ and $\\boxed{1}$.";
+        assert!(grade(both, "-2, 1", &o).correct, "{:?}", grade(both, "-2, 1", &o));
+        assert!(!grade(both, "-2, 3", &o).correct);
+        assert_eq!(grade(both, "1", &o).hedge, Some("several_boxed"), "one answer asked: a hedge");
+        // A list of angles is not a number with a thousands separator.
+        assert!(grade("\\boxed{45^\\circ, 135^\\circ}", "45^\\circ, 135^\\circ", &o).correct);
+        assert!(!grade("\\boxed{45135}", "45^\\circ, 135^\\circ", &o).correct);
+        assert!(grade("\\boxed{111, \\! 111, \\! 111}", "111111111", &o).correct);
     }
 
     #[test]

@@ -138,8 +138,16 @@ fn unwrap_text(s: &str) -> String {
 /// First normalisation pass: LaTeX noise out, spaces kept (hedge words need them).
 pub(crate) fn clean(s: &str) -> String {
     let mut t = unwrap_text(s);
+    // `111, \! 111`: the thousands separator's spaces go with it.
+    while t.contains(", \\!") {
+        t = t.replace(", \\!", ",\\!");
+    }
     for (a, b) in [
         ("{,}", ","),
+        // A thousands separator with a negative thin space (MATH writes
+        // `11,\! 111,\! 100`).
+        (",\\! ", ","),
+        (",\\!", ","),
         ("\\left", ""),
         ("\\right", ""),
         ("\\displaystyle", ""),
@@ -175,7 +183,30 @@ pub(crate) fn clean(s: &str) -> String {
         }
     }
     let t = t.trim().trim_end_matches(['.', ' ']).trim();
-    t.to_string()
+    mixed_number(t).unwrap_or_else(|| t.to_string())
+}
+
+/// A whole answer that is a mixed number, `15\frac{39}{40}` (a proper
+/// fraction right after an integer, as MATH writes them), as the improper
+/// fraction `\frac{639}{40}`; else `None`.
+fn mixed_number(t: &str) -> Option<String> {
+    let (sign, rest) = match t.strip_prefix('-') {
+        Some(r) => ("-", r),
+        None => ("", t),
+    };
+    let digits = |s: &str| -> Option<(u64, usize)> {
+        let n = s.bytes().take_while(u8::is_ascii_digit).count();
+        (n > 0 && n <= 12).then(|| s[..n].parse().ok().map(|v| (v, n)))?
+    };
+    let (whole, n) = digits(rest)?;
+    let rest = rest[n..].trim_start().strip_prefix("\\frac{")?;
+    let (num, n) = digits(rest)?;
+    let rest = rest[n..].strip_prefix("}{")?;
+    let (den, n) = digits(rest)?;
+    if &rest[n..] != "}" || den == 0 || num >= den {
+        return None;
+    }
+    Some(format!("{sign}\\frac{{{}}}{{{den}}}", whole.checked_mul(den)?.checked_add(num)?))
 }
 
 /// Why an answer is a hedge, if it is; `label` is the cleaned label.
@@ -308,7 +339,9 @@ pub(crate) fn finish(s: &str) -> String {
     while words.len() > 1 && is_unit_word(words[words.len() - 1]) {
         words.pop();
     }
-    let mut u: String = words.concat();
+    // A comma followed by a space separates items, never thousands: each
+    // word's own separators go before the words are joined.
+    let mut u: String = words.iter().map(|w| strip_thousands(w)).collect();
     // `12cm`: a known unit glued to a number.
     if let Some(p) = u.find(|c: char| c.is_ascii_alphabetic()) {
         if p > 0
@@ -319,7 +352,6 @@ pub(crate) fn finish(s: &str) -> String {
             u.truncate(p);
         }
     }
-    let u = strip_thousands(&u);
     let u = u.trim_start_matches('+');
     let u = u.strip_suffix('.').unwrap_or(u);
     u.to_string()

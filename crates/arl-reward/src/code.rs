@@ -2,11 +2,15 @@
 //! label's tests in the sandbox; reward = fraction of tests passed.
 //!
 //! Label shapes (docs/DESIGN.md §3):
-//! - `{"tests": ["assert f(2) == 4", …], "setup": "import math"?}` — each assert
-//!   runs after the solution in one interpreter, each with its own time limit;
+//! - `{"tests": ["assert f(2) == 4", …], "setup": "import math"?, "test_setup": "…"?}`
+//!   — `setup` runs before the solution, `test_setup` after it (MBPP's
+//!   `test_setup_code`, which builds inputs from the solution's classes);
+//!   each assert runs after them in one interpreter, each with its own time limit;
 //!   after a test times out the rest are not run (a hung solution would only
 //!   burn more time) and count as failed.
-//! - `{"test": "def check(candidate): …", "entry_point": "f"}` (HumanEval) — one test.
+//! - `{"test": "def check(candidate): …", "entry_point": "f", "prompt": "def f(x):\n …"?}`
+//!   (HumanEval) — one test; when the code does not define the entry point
+//!   (a completion of the body alone), the label's `prompt` runs before it.
 //! - `{"cases": [{"stdin": …, "stdout": …}, …], "language": "python"|"cpp"?}` —
 //!   one sandbox run per case, compared line by line with trailing spaces ignored
 //!   (verl compares `stdout.rstrip("\n")`).
@@ -67,6 +71,7 @@ _NONCE = "@@NONCE@@"
 _TESTS = json.loads(@@TESTS@@)
 _SRC = json.loads(@@SRC@@)
 _SETUP = json.loads(@@SETUP@@)
+_AFTER = json.loads(@@AFTER@@)
 _T = @@TIMEOUT@@
 class _ArlTimeout(BaseException):
     pass
@@ -81,7 +86,7 @@ def _short(e):
 g = {"__name__": "__main__"}
 try:
     signal.setitimer(signal.ITIMER_REAL, _T)
-    exec(compile(_SETUP + "\n" + _SRC, "solution.py", "exec"), g)
+    exec(compile(_SETUP + "\n" + _SRC + "\n" + _AFTER, "solution.py", "exec"), g)
     signal.setitimer(signal.ITIMER_REAL, 0)
 except _ArlTimeout:
     for i in range(len(_TESTS)):
@@ -150,7 +155,7 @@ fn run_asserts(
     sb: &Sandbox,
     src: &str,
     tests: &[String],
-    setup: &str,
+    (setup, after): (&str, &str),
 ) -> Result<(Vec<Verdict>, Value), ScoreError> {
     let n = nonce();
     let code = HARNESS
@@ -158,6 +163,7 @@ fn run_asserts(
         .replace("@@TESTS@@", &py_str_literal(&json!(tests)))
         .replace("@@SRC@@", &py_str_literal(&json!(src)))
         .replace("@@SETUP@@", &py_str_literal(&json!(setup)))
+        .replace("@@AFTER@@", &py_str_literal(&json!(after)))
         .replace("@@TIMEOUT@@", &format!("{:.3}", o.test_timeout.as_secs_f64()));
     let total = o.test_timeout * (tests.len() as u32 + 1) + Duration::from_secs(2);
     let limits = Limits { timeout: total, memory_mb: o.memory_mb, max_output: 1 << 20, ..sb.limits().clone() };
@@ -258,14 +264,23 @@ pub fn score(o: &CodeOpts, sb: &Sandbox, resp: &str, label: &Value) -> Result<Sc
     let obj = label
         .as_object()
         .ok_or_else(|| ScoreError("field `label`: expected {\"tests\": [...]} or {\"cases\": [...]}".into()))?;
+    let mut prepended = false;
     let (verdicts, run) = if let Some(t) = obj.get("tests") {
         let tests = str_list(t).ok_or_else(|| ScoreError("field `label`: `tests` must be a list of strings".into()))?;
         let setup = obj.get("setup").and_then(Value::as_str).unwrap_or("");
-        run_asserts(o, sb, src, &tests, setup)?
+        let after = obj.get("test_setup").and_then(Value::as_str).unwrap_or("");
+        run_asserts(o, sb, src, &tests, (setup, after))?
     } else if let (Some(t), Some(ep)) =
         (obj.get("test").and_then(Value::as_str), obj.get("entry_point").and_then(Value::as_str))
     {
-        run_asserts(o, sb, src, &[format!("{t}\ncheck({ep})")], "")?
+        // HumanEval's protocol: a completion that does not define the entry
+        // point (a body alone) runs after the label's `prompt`.
+        let defines = regex::Regex::new(&format!(r"(?m)^\s*(async\s+)?def\s+{}\s*\(", regex::escape(ep)))
+            .is_ok_and(|re| re.is_match(src));
+        let prompt = obj.get("prompt").and_then(Value::as_str).filter(|_| !defines);
+        prepended = prompt.is_some();
+        let full = prompt.map_or_else(|| src.to_string(), |p| format!("{p}{src}"));
+        run_asserts(o, sb, &full, &[format!("{t}\ncheck({ep})")], ("", ""))?
     } else if let Some(Value::Array(cases)) = obj.get("cases") {
         let lang = obj
             .get("language")
@@ -296,6 +311,9 @@ pub fn score(o: &CodeOpts, sb: &Sandbox, resp: &str, label: &Value) -> Result<Sc
     });
     if let Some(f) = &first_fail {
         detail["reason"] = json!(f);
+    }
+    if prepended {
+        detail["prompt_prepended"] = json!(true);
     }
     if !run.is_null() {
         detail["run"] = run;

