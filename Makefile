@@ -116,6 +116,12 @@ $(MDBOOK):
 demo: build
 	scripts/run.sh experiments/demo.env
 
+# A model on the standard benchmarks, one table (scripts/eval.sh says every
+# variable): `make eval MODEL=DIR BENCH=gsm8k,math500` → runs/eval/<name>/;
+# ENDPOINT=URL TOKENIZER=DIR for a server already running.
+eval: build
+	scripts/eval.sh
+
 # Any experiment: `make run EXP=experiments/arith-mixed.env` → runs/<NAME>/.
 run: build
 	scripts/run.sh $(EXP)

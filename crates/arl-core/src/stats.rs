@@ -127,8 +127,9 @@ impl Stats {
         self
     }
 
-    /// The value of a breakdown field for a record, as a label.
-    fn key_of(r: &Record, field: &str) -> String {
+    /// The value of `field` (`data_source`, `status`, `metadata.PATH`, or a
+    /// record field) of `r` as a breakdown label; `(none)` when absent.
+    pub fn key_of(r: &Record, field: &str) -> String {
         let label = |v: Option<&Value>| match v {
             None | Some(Value::Null) => "(none)".to_string(),
             Some(Value::String(s)) => s.clone(),

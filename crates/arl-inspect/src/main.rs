@@ -3,6 +3,8 @@
 //! * `stats`: counts, statuses, rewards (overall and per `data_source`,
 //!   with pass@k / mean@k per group), response-length percentiles, token
 //!   totals and group sizes, as a table or `--json`.
+//! * `eval`: benchmark scores (accuracy with Wilson intervals, unbiased
+//!   pass@k with bootstrap intervals) per `data_source` and slice.
 //! * `show`: one record for a human: turns, tool calls and outputs, which
 //!   spans are trained; with `--tokenizer` it decodes and marks each token.
 //! * `convert`: JSONL ↔ Parquet.
@@ -22,12 +24,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod eval;
 mod show;
 mod trace;
 
 pub const TOOL: &str = "arl-inspect";
 
-/// Inspect trajectory files: statistics, one record in detail, format conversion, rollout traces
+/// Inspect trajectory files: statistics, benchmark scores, one record in detail, format conversion, rollout traces
 #[derive(Debug, Parser)]
 #[command(name = "arl-inspect", version, after_long_help = EXIT_CODES_HELP)]
 pub struct Args {
@@ -38,6 +41,7 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     Stats(StatsArgs),
+    Eval(EvalArgs),
     Show(ShowArgs),
     Convert(ConvertArgs),
     Trace(TraceArgs),
@@ -74,6 +78,44 @@ pub struct StatsArgs {
     /// `metadata.difficulty`); repeatable
     #[arg(long, value_name = "FIELD")]
     pub by: Vec<String>,
+}
+
+/// Benchmark scores as papers report them: accuracy or pass@k, with intervals
+///
+/// From scored records (`arl-reward` output), per `data_source` and per
+/// slice (`--by metadata.level`, `--by metadata.type`): problems (records
+/// sharing a `prompt_id`), samples per problem, and with one sample each the
+/// accuracy with its Wilson 95% interval; with n samples each, pass@k for
+/// every `--k` (default 1 and n) by the unbiased estimator `1 − C(n−c, k) /
+/// C(n, k)` (Chen et al. 2021) averaged over problems, with a bootstrap 95%
+/// interval over problems (`--bootstrap` resamples, `--seed`). A sample is
+/// solved when its score (`reward_detail.score`, the verdict before shaping,
+/// else `reward`) is at least `--pass-threshold`. Also the mean response
+/// length in tokens and the share of samples cut at the length limit
+/// (`finish_reason: length`). `make eval` prints this table.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_CODES_HELP)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Also report each value of this field (`metadata.level`, `metadata.type`); repeatable
+    #[arg(long, value_name = "FIELD")]
+    pub by: Vec<String>,
+    /// pass@k for these k (comma-separated); default 1 and the samples per problem
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub k: Vec<u64>,
+    /// Score at or above which a sample counts as solved
+    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    pub pass_threshold: f64,
+    /// Bootstrap resamples for pass@k's interval
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub bootstrap: u32,
+    /// Seed of the bootstrap
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
 }
 
 /// One record for a human: prompt, turns, tool calls, trained spans, reward
@@ -199,6 +241,7 @@ pub struct TraceArgs {
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.cmd {
         Cmd::Stats(a) => stats(a),
+        Cmd::Eval(a) => eval_cmd(a),
         Cmd::Show(a) => show(a),
         Cmd::Convert(a) => convert(a),
         Cmd::Trace(a) => trace_cmd(a),
@@ -255,6 +298,24 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         writeln!(out, "{}", serde_json::to_string_pretty(&st.to_json())?)?;
     } else {
         write!(out, "{}", st.to_table())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn eval_cmd(a: EvalArgs) -> Result<ExitCode> {
+    let mut inp = cli::Input::open(&a.input.spec()?)?;
+    let mut ev = eval::Eval::new(a.by.clone(), a.pass_threshold);
+    while let Some(batch) = inp.next_batch()? {
+        for (_, r) in &batch {
+            ev.push(r);
+        }
+    }
+    inp.finish(TOOL, 0)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&ev.to_json(&a.k, a.bootstrap, a.seed))?)?;
+    } else {
+        write!(out, "{}", ev.to_table(&a.k, a.bootstrap, a.seed))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,8 @@
 //!   burn more time) and count as failed.
 //! - `{"test": "def check(candidate): …", "entry_point": "f", "prompt": "def f(x):\n …"?}`
 //!   (HumanEval) — one test; when the code does not define the entry point
-//!   (a completion of the body alone), the label's `prompt` runs before it.
+//!   (a completion of the body alone), the label's `prompt` runs before it;
+//!   when it does, the prompt's import lines do.
 //! - `{"cases": [{"stdin": …, "stdout": …}, …], "language": "python"|"cpp"?}` —
 //!   one sandbox run per case, compared line by line with trailing spaces ignored
 //!   (verl compares `stdout.rstrip("\n")`).
@@ -277,9 +278,24 @@ pub fn score(o: &CodeOpts, sb: &Sandbox, resp: &str, label: &Value) -> Result<Sc
         // point (a body alone) runs after the label's `prompt`.
         let defines = regex::Regex::new(&format!(r"(?m)^\s*(async\s+)?def\s+{}\s*\(", regex::escape(ep)))
             .is_ok_and(|re| re.is_match(src));
-        let prompt = obj.get("prompt").and_then(Value::as_str).filter(|_| !defines);
-        prepended = prompt.is_some();
-        let full = prompt.map_or_else(|| src.to_string(), |p| format!("{p}{src}"));
+        // A complete function gets the prompt's imports (`from typing import
+        // List`), which a model rewriting the signature tends to drop.
+        let prompt = obj.get("prompt").and_then(Value::as_str);
+        let full = match prompt {
+            Some(p) if !defines => {
+                prepended = true;
+                format!("{p}{src}")
+            }
+            Some(p) => {
+                let imports: String = p
+                    .lines()
+                    .filter(|l| l.starts_with("import ") || (l.starts_with("from ") && l.contains(" import ")))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                format!("{imports}{src}")
+            }
+            None => src.to_string(),
+        };
         run_asserts(o, sb, &full, &[format!("{t}\ncheck({ep})")], ("", ""))?
     } else if let Some(Value::Array(cases)) = obj.get("cases") {
         let lang = obj

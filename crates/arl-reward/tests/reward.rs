@@ -64,6 +64,29 @@ fn code_reward_correct_wrong_crash_and_hang() {
     assert!(el < 15.0, "{el}");
 }
 
+/// HumanEval's protocol: a body alone runs after the label's prompt, a
+/// complete function gets the prompt's imports; MBPP's `test_setup` runs
+/// after the solution (it builds inputs from the solution's classes).
+#[test]
+fn humaneval_completions_and_mbpp_test_setup() {
+    let prompt = "from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    \"\"\"Sum.\"\"\"\n";
+    let he = json!({"test": "def check(candidate):\n    assert candidate([1, 2]) == 3\n", "entry_point": "total", "prompt": prompt});
+    let mb = json!({"tests": ["assert depth(t) == 2"], "test_setup": "t = Node(Node(None))"});
+    let recs = vec![
+        // The body alone.
+        json!({"response": "```python\n    return sum(xs)\n```", "label": he}),
+        // The whole function, without the import its signature needs.
+        json!({"response": "```python\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```", "label": he}),
+        json!({"response": "```python\ndef total(xs: List[int]) -> int:\n    return 0\n```", "label": he}),
+        json!({"response": "```python\nclass Node:\n    def __init__(self, c):\n        self.c = c\ndef depth(n):\n    return 0 if n is None else 1 + depth(n.c)\n```", "label": mb}),
+    ];
+    let v = jsonl(&run("arl-reward", &["--rm", "code"], &lines(&recs)).ok().stdout);
+    let rewards: Vec<f64> = v.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
+    assert_eq!(rewards, [1.0, 1.0, 0.0, 1.0], "{v:#?}");
+    assert_eq!(v[0]["reward_detail"]["prompt_prepended"], true);
+    assert!(v[1]["reward_detail"].get("prompt_prepended").is_none());
+}
+
 #[test]
 fn stdin_stdout_cases_python_and_cpp() {
     let label = json!({"cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "10 -4\n", "stdout": "6"}, {"stdin": "0 0", "stdout": "0\n"}]});
