@@ -27,6 +27,7 @@ end
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -s V -l version -d 'Print version'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "stats" -d 'Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups'
+complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "eval" -d 'Benchmark scores as papers report them: accuracy or pass@k, with intervals'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "show" -d 'One record for a human: prompt, turns, tool calls, trained spans, reward'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "convert" -d 'Convert between JSONL and Parquet (lossless, unknown fields included)'
 complete -c arl-inspect -n "__fish_arl_inspect_needs_command" -f -a "trace" -d 'Where a rollout\'s wall time went: a timeline (HTML) and a summary'
@@ -40,6 +41,18 @@ complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l by -d 
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -l json -d 'Print JSON instead of a table'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand stats" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
+skip\t'Keep going; put every bad record in the `--rejects` file'"
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l rejects -d 'File that receives every bad record (the original line verbatim for JSONL, the row as JSON for Parquet) when `--on-error skip`' -r -F
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l by -d 'Also report each value of this field (`metadata.level`, `metadata.type`); repeatable' -r
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l k -d 'pass@k for these k (comma-separated); default 1 and the samples per problem' -r
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l pass-threshold -d 'Score at or above which a sample counts as solved' -r
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l bootstrap -d 'Bootstrap resamples for pass@k\'s interval' -r
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l seed -d 'Seed of the bootstrap' -r
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -s q -l quiet -d 'No progress bar and no summary on stderr'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -l json -d 'Print JSON instead of a table'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand eval" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand show" -s i -l input -d 'Input file (JSONL or Parquet, detected from content); repeat for several; `-` or none reads stdin' -r -F
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand show" -l on-error -d 'What to do with a bad record: `fail` stops (exit 65, no output file), `skip` keeps going and writes it to `--rejects`' -r -f -a "fail\t'Stop with an error naming the record; write no output file'
 skip\t'Keep going; put every bad record in the `--rejects` file'"
@@ -69,8 +82,9 @@ complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -l top -d
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -l json -d 'Print the summary as JSON instead (the critical path\'s segments under `critical_path.phases`, in seconds)'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -s q -l quiet -d 'No summary on stdout and no note on stderr (with `-o`: only the page)'
 complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand trace" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "stats" -d 'Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "show" -d 'One record for a human: prompt, turns, tool calls, trained spans, reward'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "convert" -d 'Convert between JSONL and Parquet (lossless, unknown fields included)'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "trace" -d 'Where a rollout\'s wall time went: a timeline (HTML) and a summary'
-complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats show convert trace help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats eval show convert trace help" -f -a "stats" -d 'Per-stage statistics: counts, statuses, rewards, lengths, tokens, groups'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats eval show convert trace help" -f -a "eval" -d 'Benchmark scores as papers report them: accuracy or pass@k, with intervals'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats eval show convert trace help" -f -a "show" -d 'One record for a human: prompt, turns, tool calls, trained spans, reward'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats eval show convert trace help" -f -a "convert" -d 'Convert between JSONL and Parquet (lossless, unknown fields included)'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats eval show convert trace help" -f -a "trace" -d 'Where a rollout\'s wall time went: a timeline (HTML) and a summary'
+complete -c arl-inspect -n "__fish_arl_inspect_using_subcommand help; and not __fish_seen_subcommand_from stats eval show convert trace help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

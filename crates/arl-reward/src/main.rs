@@ -72,9 +72,10 @@ pub enum RmName {
 /// `$ … $` around the answer removed). A model that corrects itself is graded
 /// on its last box ("first \boxed{3}, but rechecking, \boxed{5}" reads 5);
 /// boxes offered together — joined by nothing but punctuation, `and`, `or`,
-/// `alternatively`, `maybe` — are one answer, a hedge if they differ, and a
-/// hedge scores 0 (as do `or`, `\pm`, ranges and candidate lists inside one
-/// box); an empty `\boxed{}` is no answer. Values compare exactly (rationals), by value (irrationals,
+/// `alternatively`, `maybe` — are one answer: a hedge if their values
+/// differ, except that a label of that many items takes them as its items
+/// (`\boxed{-2} and \boxed{1}` for `-2, 1`). A hedge scores 0 (as do `or`,
+/// `\pm`, ranges and candidate lists inside one box); an empty `\boxed{}` is no answer. Values compare exactly (rationals), by value (irrationals,
 /// expressions), or as normalised text; lists by their items, ordered when
 /// bracketed; intervals by their ends and bracket kinds (`(1, 2)`, `[1, 2]`
 /// and `[1, 2)` are three different answers).

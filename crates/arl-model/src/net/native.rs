@@ -20,17 +20,21 @@ use crate::decode_attn::{self, Dims};
 use crate::gemv::{self, DecodeMatmul, Weights};
 use tch::{Device, Kind, Tensor};
 
-/// A CPU float32 tensor's values. SAFETY (caller): `t` is a contiguous CPU
-/// float32 tensor that nothing writes while the slice lives.
+/// A CPU float32 tensor's values (panics on another kind, device or a
+/// non-contiguous layout). SAFETY (caller): nothing writes `t` while the
+/// slice lives.
 unsafe fn floats(t: &Tensor) -> &[f32] {
-    debug_assert!(t.kind() == Kind::Float && t.is_contiguous() && t.device() == Device::Cpu);
+    assert!(t.kind() == Kind::Float && t.is_contiguous() && t.device() == Device::Cpu, "a contiguous CPU float32 tensor");
     std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel())
 }
 
 /// The weights [`gemv`] reads for `w` (float32 or bf16). SAFETY: as [`floats`].
 unsafe fn weights(w: &Tensor) -> Weights<'_> {
     match w.kind() {
-        Kind::BFloat16 => Weights::Bf16(std::slice::from_raw_parts(w.data_ptr() as *const u16, w.numel())),
+        Kind::BFloat16 => {
+            assert!(w.is_contiguous() && w.device() == Device::Cpu, "contiguous CPU bf16 weights");
+            Weights::Bf16(std::slice::from_raw_parts(w.data_ptr() as *const u16, w.numel()))
+        }
         _ => Weights::F32(floats(w)),
     }
 }
