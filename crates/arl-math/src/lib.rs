@@ -421,6 +421,10 @@ mod tests {
         assert!(grade("\\boxed{45^\\circ, 135^\\circ}", "45^\\circ, 135^\\circ", &o).correct);
         assert!(!grade("\\boxed{45135}", "45^\\circ, 135^\\circ", &o).correct);
         assert!(grade("\\boxed{111, \\! 111, \\! 111}", "111111111", &o).correct);
+        // A tuple's items are not a number with a thousands separator.
+        assert!(grade("\\boxed{(2, 12) \\cup (12, 102)}", "(2,12) \\cup (12,102)", &o).correct);
+        assert!(!grade("\\boxed{(2, 12) \\cup (12102)}", "(2,12) \\cup (12,102)", &o).correct);
+        assert!(grade("\\boxed{12,102}", "12102", &o).correct, "outside brackets it is one number");
     }
 
     #[test]

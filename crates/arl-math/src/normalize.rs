@@ -277,7 +277,9 @@ fn strip_thousands(s: &str) -> String {
                 k -= 1;
             }
             let run = i - k;
-            let before_ok = (1..=3).contains(&run) && (k == 0 || !matches!(b[k - 1], b'.'));
+            // Right after an opening bracket it is a tuple's or an
+            // interval's first item (`(12,102)`), not a number.
+            let before_ok = (1..=3).contains(&run) && (k == 0 || !matches!(b[k - 1], b'.' | b'(' | b'['));
             if next3.len() == 3
                 && next3.iter().all(u8::is_ascii_digit)
                 && !after.is_some_and(|c| c.is_ascii_digit())

@@ -22,6 +22,7 @@ from fractions import Fraction
 FRAC = re.compile(r"^(-?)\\[dt]?frac\{?(\d+)\}?\{?(\d+)\}?$")
 INT = re.compile(r"^-?\d+$")
 DEC = re.compile(r"^-?\d+\.\d+$")
+THOUSANDS = re.compile(r"^(\\\$)?\d{1,3}(,(\\!)?\s*\d{3})+$")
 
 
 def forms(label):
@@ -51,11 +52,14 @@ def forms(label):
         out.append(("text_unit", f"{l}\\text{{ units}}"))
     if re.match(r"^[\(\[].*[\)\]]$", l) and "\\left" not in l:
         out.append(("left_right", f"\\left{l[0]}{l[1:-1]}\\right{l[-1]}"))
-    if ", " in l:
+    # A number with thousands separators (`10,\\!080`, `58,500`) has no
+    # spacing or set variant: `58, 500` would be two numbers.
+    thousands = THOUSANDS.match(l)
+    if not thousands and ", " in l:
         out.append(("spaces", l.replace(", ", ",")))
-    elif "," in l:
+    elif not thousands and "," in l:
         out.append(("spaces", l.replace(",", ", ")))
-    if "," in l and not re.match(r"^[\(\[\\]", l) and "=" not in l:
+    if "," in l and not thousands and not re.match(r"^[\(\[\\]", l) and not re.search(r"=|\\in|\\cup", l):
         out.append(("set", f"\\{{{l}\\}}"))
     return out
 
