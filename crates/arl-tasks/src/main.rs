@@ -172,15 +172,16 @@ pub enum Command {
 /// `data_source` (the name, which `arl-reward --rm auto` maps to the math
 /// grader or the code verifier), `prompt`, `label` and `metadata` (`benchmark`,
 /// `id`; MATH: `type` and `level`, and `answer_field` where the dataset's
-/// `answer` differs from the solution's last `\boxed{}`, which is the label).
+/// `answer` differs from the label, the solution's final `\boxed{}`).
 ///
 /// Math prompts end with a blank line and "Please reason step by step, and
 /// put your final answer within \boxed{}."; the label is the answer.
 /// HumanEval's prompt asks for the complete function in one ```python block
 /// after the stub; the code verifier takes the response's last fenced block
-/// and puts the stub before it when it does not define the entry point.
-/// MBPP's prompt gives the task and its three tests; its label is the test
-/// list and setup code.
+/// and puts the stub before it when it does not define the entry point (the
+/// stub's imports when it does). MBPP's prompt gives the task and its three
+/// tests; its label is the tests and their setup code (run after the
+/// solution). docs/evaluation.md has the details.
 ///
 /// `math-train` is the MATH test set without MATH-500 (matched by problem
 /// text): 4,500 problems, the usual training split for MATH-500.
