@@ -163,7 +163,7 @@ impl Eval {
     pub fn to_table(&self, ks: &[u64], resamples: u32, seed: u64) -> String {
         let pct = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{:.1}", 100.0 * x));
         let mut out = format!(
-            "{:<12} {:<28} {:>8} {:>7} {:>9} {:>15} {:>9} {:>6}\n",
+            "{:<12} {:<32} {:>8} {:>7} {:>9} {:>15} {:>9} {:>6}\n",
             "benchmark", "slice", "problems", "n/prob", "score %", "95% interval", "tokens", "cut %"
         );
         for ((bench, label), s) in self.ordered() {
@@ -192,7 +192,7 @@ impl Eval {
                     String::new()
                 };
                 out.push_str(&format!(
-                    "{b:<12} {l:<28} {:>8} {:>7} {:>9} {:>15} {tail}  {name}\n",
+                    "{b:<12} {l:<32} {:>8} {:>7} {:>9} {:>15} {tail}  {name}\n",
                     if i == 0 { j["problems"].to_string() } else { String::new() },
                     if i == 0 { per.clone() } else { String::new() },
                     pct(&v["value"]),

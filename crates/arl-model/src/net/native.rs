@@ -24,7 +24,10 @@ use tch::{Device, Kind, Tensor};
 /// non-contiguous layout). SAFETY (caller): nothing writes `t` while the
 /// slice lives.
 unsafe fn floats(t: &Tensor) -> &[f32] {
-    assert!(t.kind() == Kind::Float && t.is_contiguous() && t.device() == Device::Cpu, "a contiguous CPU float32 tensor");
+    assert!(
+        t.kind() == Kind::Float && t.is_contiguous() && t.device() == Device::Cpu,
+        "a contiguous CPU float32 tensor"
+    );
     std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel())
 }
 
