@@ -19,7 +19,7 @@ trap 'rm -rf "$W"' EXIT
 $B/arl-tasks import math500 -q -o "$W/math500.jsonl"
 "$ARL_PYTHON" scripts/bench/py/math500_rewrites.py "$W/math500.jsonl" "$W/rewrites.jsonl"
 {
-  jq -c '{prompt_id, form: "model output", label, data_source, response}' "$EVAL/math500.scored.jsonl"
+  jq -c '{prompt_id: .prompt_id, form: "model output", label: .label, data_source: .data_source, response: .response}' "$EVAL/math500.scored.jsonl"
   cat "$W/rewrites.jsonl"
 } >"$W/corpus.jsonl"
 $B/arl-reward -q --rm math -i "$W/corpus.jsonl" -o "$W/arl.jsonl"
