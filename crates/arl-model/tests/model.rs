@@ -262,6 +262,34 @@ fn bf16_checkpoint_loads_into_a_float32_model() {
     }
 }
 
+/// A decode step of more sequences than the kernel's rows runs natively in
+/// parts, with the libtorch path's logits and cache.
+#[test]
+fn a_native_step_of_more_than_64_sequences_runs_in_parts() {
+    use arl_model::DecodeMatmul;
+    let mut model = Model::load(&golden("qwen2"), Device::Cpu, Kind::Float).unwrap();
+    model.fuse_projections();
+    model.set_decode_matmul(DecodeMatmul::Float32).unwrap();
+    let run = |m: &Model| {
+        let mut cache = m.new_cache();
+        let slots: Vec<usize> = (0..70).map(|_| cache.alloc()).collect();
+        for (i, &s) in slots.iter().enumerate() {
+            let ids: Vec<i64> = (0..1 + i % 3).map(|j| (5 + 7 * i + j) as i64 % 60).collect();
+            drop(m.prefill(&mut cache, s, &ids));
+        }
+        let last: Vec<i64> = (0..70).map(|i| (3 + i) as i64 % 60).collect();
+        let a = m.decode_step(&mut cache, &slots, &last);
+        let b = m.decode_step(&mut cache, &slots, &last);
+        Tensor::cat(&[a, b], 0)
+    };
+    let native = run(&model);
+    model.set_native_decode(false);
+    let torch = run(&model);
+    assert_eq!(native.size(), [140, torch.size()[1]]);
+    let d = max_abs_diff(&native, &torch);
+    assert!(d < 1e-5, "70 sequences, native in parts vs the libtorch path: {d}");
+}
+
 #[test]
 fn decode_matmul_kernels_match_blas_and_follow_reload() {
     use arl_model::DecodeMatmul;

@@ -88,11 +88,23 @@ impl Model {
             None => Sel::Rows(&groups),
         };
         let decode = chunks.iter().all(|c| c.len() == 1) && keep.iter().all(|r| *r == (0..1));
-        if decode && groups.is_empty() && whole.is_none() && self.native_ok(slots.len()) {
-            let last: Vec<i64> = chunks.iter().map(|c| c[0]).collect();
-            if let Some(logits) = self.decode_native(cache, slots, &last) {
-                return logits;
-            }
+        let last: Vec<i64> = chunks.iter().map(|c| c[0]).collect();
+        let in_vocab = last.iter().all(|&t| t >= 0 && (t as usize) < self.config.vocab_size);
+        if decode && in_vocab && groups.is_empty() && whole.is_none() && self.native_ok() {
+            // More sequences than the kernel's rows: steps of even parts (the
+            // sequences are independent), their logits in order.
+            let parts = slots.len().div_ceil(crate::gemv::MAX_ROWS as usize);
+            let per = slots.len().div_ceil(parts);
+            let logits: Vec<Tensor> = slots
+                .chunks(per)
+                .zip(last.chunks(per))
+                .map(|(s, l)| self.decode_native(cache, s, l).expect("ids checked in the vocabulary"))
+                .collect();
+            return if logits.len() == 1 {
+                logits.into_iter().next().expect("one part")
+            } else {
+                Tensor::cat(&logits, 0)
+            };
         }
         tch::no_grad(|| {
             let dev = self.device;

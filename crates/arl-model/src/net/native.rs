@@ -107,17 +107,17 @@ impl Model {
         self.native_decode = on;
     }
 
-    /// Whether a decode step of `rows` sequences takes [`Model::decode_native`]:
-    /// a float32 model on the CPU with arl's decode products chosen and
-    /// built, no adapter attached, at most [`gemv::MAX_ROWS`] rows.
-    pub(super) fn native_ok(&self, rows: usize) -> bool {
+    /// Whether a decode step takes [`Model::decode_native`]: a float32 model
+    /// on the CPU with arl's decode products chosen and built, no adapter
+    /// attached. (A step of more than [`gemv::MAX_ROWS`] sequences runs in
+    /// parts.)
+    pub(super) fn native_ok(&self) -> bool {
         self.native_decode
             && self.device == Device::Cpu
             && self.kind() == Kind::Float
             && self.decode_matmul != DecodeMatmul::Blas
             && self.attached.is_none()
             && self.head_small.is_some()
-            && rows as i64 <= gemv::MAX_ROWS
     }
 
     /// One decode step (`last[i]` after what slot `slots[i]` holds) in plain
@@ -132,6 +132,7 @@ impl Model {
             return None;
         }
         let b = slots.len();
+        assert!(b as i64 <= gemv::MAX_ROWS, "a native step takes at most {} sequences", gemv::MAX_ROWS);
         let pos: Vec<usize> = slots.iter().map(|&s| cache.lens[s]).collect();
         let lens_after: Vec<usize> = pos.iter().map(|p| p + 1).collect();
         let need = lens_after.iter().copied().max().unwrap_or(1);
