@@ -147,6 +147,8 @@ impl Model {
             last.iter().flat_map(|&t| &embed[t as usize * h..(t as usize + 1) * h]).copied().collect();
         let (mut hb, mut y, mut q, mut k, mut vv, mut att, mut o) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), vec![0f32; b * nh * hd], Vec::new());
+        // Scratch: the q/k norms' output, the separate gate projection's.
+        let (mut t, mut gate) = (Vec::new(), Vec::new());
         let (nq, nk) = (nh * hd, nkv * hd);
         for (l, layer) in self.layers.iter().enumerate() {
             let a = &layer.self_attn;
@@ -171,7 +173,6 @@ impl Model {
                 }
             }
             if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
-                let mut t = Vec::new();
                 rms_norm(qn, &q, hd, &mut t);
                 std::mem::swap(&mut q, &mut t);
                 rms_norm(kn, &k, hd, &mut t);
@@ -215,9 +216,9 @@ impl Model {
                     y.chunks_exact(2 * i).flat_map(|r| r[..i].iter().zip(&r[i..]).map(|(&g, &u)| silu(g) * u)).collect()
                 }
                 None => {
-                    project(&m.gate_proj, &hb, b, &mut q);
+                    project(&m.gate_proj, &hb, b, &mut gate);
                     project(&m.up_proj, &hb, b, &mut y);
-                    q.iter().zip(&y).map(|(&g, &u)| silu(g) * u).collect::<Vec<f32>>()
+                    gate.iter().zip(&y).map(|(&g, &u)| silu(g) * u).collect::<Vec<f32>>()
                 }
             };
             project(&m.down_proj, &act, b, &mut o);
