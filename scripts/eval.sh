@@ -17,7 +17,10 @@
 #   ENDPOINT         an already running server instead of MODEL
 #   TOKENIZER        tokenizer and chat template [MODEL]
 #   BENCH            comma-separated [gsm8k,math500,aime24,aime25-i,humaneval,mbpp];
-#                    also math-train (the 4,500 MATH problems outside MATH-500)
+#                    also math-train (the 4,500 MATH problems outside MATH-500),
+#                    bfcl:CATEGORY (a BFCL v4 category, scored by --rm bfcl;
+#                    the table slices them by metadata.category) and bfcl
+#                    (all eleven single-turn Python categories)
 #   N                samples per problem [1]; with N > 1 the table gives pass@1 and pass@N
 #   TEMPERATURE      [0 (greedy) with N=1, else 0.6]; TOP_P [1.0]
 #   MAX_NEW_TOKENS   per response [1024]
@@ -29,7 +32,8 @@
 #   OUT              [runs/eval/<model directory name>]
 #   RESUME=1         keep each benchmark already scored, continue an unfinished rollout
 #
-# OUT gets, per benchmark, B.prompts.jsonl, B.rollouts.jsonl, B.scored.jsonl;
+# OUT gets, per benchmark, B.prompts.jsonl, B.rollouts.jsonl, B.scored.jsonl
+# (`bfcl:CATEGORY` as bfcl-CATEGORY.*);
 # and commands.txt (every command as run, with max_new_tokens and the
 # sampling settings), times.txt (seconds per benchmark), results.txt and
 # results.json (the table).
@@ -78,28 +82,41 @@ if [ -z "${ENDPOINT:-}" ]; then
 fi
 echo "eval: $ENDPOINT; writing $OUT" >&2
 
+BFCL_ALL=simple_python,multiple,parallel,parallel_multiple,live_simple,live_multiple,live_parallel,live_parallel_multiple,irrelevance,live_irrelevance,live_relevance
+benches=()
 for b in ${BENCH//,/ }; do
-  scored=$OUT/$b.scored.jsonl
+  if [ "$b" = bfcl ]; then
+    for c in ${BFCL_ALL//,/ }; do benches+=("bfcl:$c"); done
+  else
+    benches+=("$b")
+  fi
+done
+# The file stem of a benchmark (`bfcl:simple_python` → bfcl-simple_python).
+stem() { printf '%s' "${1/:/-}"; }
+
+for b in "${benches[@]}"; do
+  f=$OUT/$(stem "$b")
+  scored=$f.scored.jsonl
   if [ "${RESUME:-0}" = 1 ] && [ -s "$scored" ]; then
     echo "eval: $b already scored (RESUME=1)" >&2
     continue
   fi
   t0=$SECONDS
   lim=(); [ -n "${LIMIT:-}" ] && lim=(-n "$LIMIT")
-  set -- $B/arl-tasks import "$b" "${lim[@]}" -q -o "$OUT/$b.prompts.jsonl"
+  set -- $B/arl-tasks import "$b" "${lim[@]}" -q -o "$f.prompts.jsonl"
   log "$*"; "$@"
-  resume=(); [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/$b.rollouts.jsonl" ] && resume=(--resume)
-  set -- $B/arl-rollout -i "$OUT/$b.prompts.jsonl" -o "$OUT/$b.rollouts.jsonl" "${resume[@]}" \
+  resume=(); [ "${RESUME:-0}" = 1 ] && [ -s "$f.rollouts.jsonl" ] && resume=(--resume)
+  set -- $B/arl-rollout -i "$f.prompts.jsonl" -o "$f.rollouts.jsonl" "${resume[@]}" \
     --endpoint "$ENDPOINT" --tokenizer "$TOKENIZER" -n "$N" --temperature "$TEMPERATURE" --top-p "$TOP_P" \
     --max-new-tokens "$MAX_NEW_TOKENS" --concurrency "$CONCURRENCY" --seed "$SEED"
   log "$*"; "$@"
-  set -- $B/arl-reward --rm auto --test-timeout "$TEST_TIMEOUT" -i "$OUT/$b.rollouts.jsonl" -o "$scored"
+  set -- $B/arl-reward --rm auto --test-timeout "$TEST_TIMEOUT" -i "$f.rollouts.jsonl" -o "$scored"
   log "$*"; "$@"
   echo "$b $((SECONDS - t0))" >>"$OUT/times.txt"
 done
 
-set -- $B/arl-inspect eval --by metadata.level --by metadata.type
-for b in ${BENCH//,/ }; do set -- "$@" -i "$OUT/$b.scored.jsonl"; done
+set -- $B/arl-inspect eval --by metadata.level --by metadata.type --by metadata.category
+for b in "${benches[@]}"; do set -- "$@" -i "$OUT/$(stem "$b").scored.jsonl"; done
 log "$*"
 "$@" --json >"$OUT/results.json.tmp" && mv "$OUT/results.json.tmp" "$OUT/results.json"
 "$@" | tee "$OUT/results.txt.tmp"

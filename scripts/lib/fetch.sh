@@ -64,3 +64,20 @@ EOF
   mv "$tmp" "$dest"
 }
 
+
+# Unpacks the whole of wheel $1 (already verified by `fetch`) into directory
+# $2, atomically: a directory with the marker `.arl-unpacked` holding the
+# wheel's sha256 ($3) is kept; anything else there is replaced.
+unpack() {
+  local archive=$1 dest=$2 sha=$3 tmp
+  if [ -f "$dest/.arl-unpacked" ] && [ "$(cat "$dest/.arl-unpacked")" = "$sha" ]; then return; fi
+  mkdir -p "$(dirname "$dest")"
+  tmp=$(mktemp -d "$dest.XXXXXX")
+  "$python" - "$archive" "$tmp" <<'PY'
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
+PY
+  echo "$sha" > "$tmp/.arl-unpacked"
+  rm -rf "$dest"
+  mv "$tmp" "$dest"
+}

@@ -77,6 +77,9 @@ pub struct Record {
     pub returns: Option<Vec<f32>>,
     pub metadata: Option<Map<String, Value>>,
     pub messages: Option<Value>,
+    /// Tool schemas offered to the model for this record (OpenAI tool
+    /// objects), a JSON list; [`Record::tool_schemas`] reads them.
+    pub tools: Option<Value>,
     /// Fields arl does not own, kept in input order and written back unchanged.
     pub extra: Map<String, Value>,
     /// Not part of the record: the Parquet row it was read from, set only by
@@ -140,6 +143,7 @@ pub const FIELDS: &[(&str, FieldKind)] = &[
     ("returns", FieldKind::ListF32),
     ("metadata", FieldKind::JsonObject),
     ("messages", FieldKind::Json),
+    ("tools", FieldKind::Json),
 ];
 
 /// A record that failed to parse or validate: which field, and what was wrong.
@@ -512,6 +516,15 @@ impl<'de> Visitor<'de> for RecordVisitor {
                 "returns" => r.returns = f32_list(&mut map, "returns")?,
                 "metadata" => r.metadata = opt(&mut map, "metadata", K::JsonObject)?,
                 "messages" => r.messages = opt(&mut map, "messages", K::Json)?,
+                "tools" => {
+                    r.tools = opt(&mut map, "tools", K::Json)?;
+                    if let Some(t) = r.tools.as_ref().filter(|t| !t.is_array()) {
+                        return Err(A::Error::custom(format!(
+                            "tools{SEP}expected a list of tool objects (got {})",
+                            json_type(t)
+                        )));
+                    }
+                }
                 other => {
                     let v: Value = map.next_value()?;
                     r.extra.insert(other.to_string(), v);
@@ -601,6 +614,7 @@ impl Serialize for Record {
         put_f32s!("returns", self.returns);
         put!("metadata", self.metadata);
         put!("messages", self.messages);
+        put!("tools", self.tools);
         for (k, v) in &self.extra {
             m.serialize_entry(k, v)?;
         }

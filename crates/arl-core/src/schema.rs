@@ -4,7 +4,7 @@
 //! Column types: strings are `Utf8`; counts are `UInt32`; `reward` is
 //! `Float32`; per-token fields are `List<UInt32|UInt8|Float32>`;
 //! `weight_versions` is `List<Utf8>`. JSON-typed fields (`label`,
-//! `reward_detail`, `metadata`, `messages`) are `Utf8` holding JSON text,
+//! `reward_detail`, `metadata`, `messages`, `tools`) are `Utf8` holding JSON text,
 //! marked with Arrow's canonical `arrow.json` extension type. Fields arl does
 //! not know travel in the JSON column `_extra` (an object per row). The schema
 //! version is stored in the file's key-value metadata under
@@ -187,6 +187,7 @@ pub fn to_batch(records: &[Record]) -> RecordBatch {
             "returns" => list_f32(&|r| r.returns.as_ref()),
             "metadata" => jsons(&|r| r.metadata.as_ref().map(|m| serde_json::to_string(m).expect("json"))),
             "messages" => jsons(&|r| r.messages.as_ref().map(Value::to_string)),
+            "tools" => jsons(&|r| r.tools.as_ref().map(Value::to_string)),
             other => unreachable!("field {other} has no column builder"),
         };
         cols.push(col);
@@ -327,6 +328,19 @@ fn row_to_record(cols: &[Col], row: usize) -> Result<Record, FieldError> {
                             "label" => r.label = Some(v),
                             "reward_detail" => r.reward_detail = Some(v),
                             "messages" => r.messages = Some(v),
+                            "tools" => match v {
+                                Value::Array(_) => r.tools = Some(v),
+                                Value::Null => {}
+                                other => {
+                                    return Err(FieldError::new(
+                                        "tools",
+                                        format!(
+                                            "expected a list of tool objects (got {})",
+                                            crate::record::json_type(&other)
+                                        ),
+                                    ))
+                                }
+                            },
                             "metadata" => match v {
                                 Value::Object(m) => r.metadata = Some(m),
                                 Value::Null => {}

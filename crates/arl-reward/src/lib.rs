@@ -7,6 +7,7 @@
 //! [`external`]; the binary drives them.
 pub mod api;
 pub mod arena;
+pub mod bfcl;
 pub mod code;
 pub mod external;
 mod goal;
@@ -42,6 +43,8 @@ pub enum Rm {
     /// The result of an arena game (`metadata.arena.result`).
     Game(arena::GameOpts),
     Web(std::sync::Arc<web::WebOpts>),
+    /// BFCL's AST rules on the response's tool calls.
+    Bfcl(bfcl::BfclOpts),
     /// Dispatch by `data_source` (exact name, else the default).
     Auto {
         map: BTreeMap<String, Box<Rm>>,
@@ -62,6 +65,7 @@ impl Rm {
             Rm::Api(_) => "api",
             Rm::Game(_) => "game",
             Rm::Web(_) => "web",
+            Rm::Bfcl(_) => "bfcl",
             Rm::Auto { .. } => "auto",
         }
     }
@@ -123,7 +127,7 @@ impl Rm {
     pub fn reads(&self) -> Option<Vec<&'static str>> {
         Some(match self {
             Rm::Math(_) => vec!["response", "label", "prompt"],
-            Rm::Exact | Rm::F1 | Rm::Code(_) => vec!["response", "label"],
+            Rm::Exact | Rm::F1 | Rm::Code(_) | Rm::Bfcl(_) => vec!["response", "label"],
             Rm::Regex { .. } => vec!["response"],
             Rm::Auto { map, default } => {
                 let mut f = vec!["data_source"];
@@ -187,6 +191,7 @@ pub fn base_score(rm: &Rm, sandbox: Option<&Sandbox>, r: &Record) -> Result<Scor
         Rm::Api(o) => api::score(o, r),
         Rm::Game(o) => arena::game_score(o, r),
         Rm::Web(o) => web::score(o, r),
+        Rm::Bfcl(o) => bfcl::score(o, r),
         Rm::Auto { map, default } => {
             let ds = r.data_source.as_deref().unwrap_or("");
             let chosen = map.get(ds).or(default.as_ref()).ok_or_else(|| {

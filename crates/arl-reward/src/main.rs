@@ -43,6 +43,9 @@ pub enum RmName {
     Web,
     /// An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record
     Cmd,
+    /// Tool calls scored by the rules of BFCL's AST checker against `label.ground_truth`
+    /// (`arl-tasks import bfcl:CATEGORY`); the no-call categories score 1 with no call
+    Bfcl,
     /// The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`):
     /// `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`
     Game,
@@ -398,6 +401,7 @@ const DEFAULT_MAP: &[(&str, RmName)] = &[
     ("tictactoe", RmName::Game),
     ("connect4", RmName::Game),
     ("web", RmName::Web),
+    ("bfcl", RmName::Bfcl),
 ];
 
 fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
@@ -436,6 +440,7 @@ fn build_rm(a: &Args, name: RmName) -> Result<Rm> {
             let client = arl_env::tools::openapi::BlockingApi::new(api, Duration::from_secs_f64(a.timeout))?;
             Rm::Api(reward::api::ApiOpts { client: std::sync::Arc::new(client), parser: a.tool_call_parser })
         }
+        RmName::Bfcl => Rm::Bfcl(reward::bfcl::BfclOpts { parser: a.tool_call_parser }),
         RmName::Game => Rm::Game(reward::arena::GameOpts {
             win: a.game_win,
             draw: a.game_draw,

@@ -24,8 +24,13 @@ pub struct Env {
     pub name: String,
     /// Tool names this environment may call.
     pub tools: Vec<String>,
-    /// Their OpenAI definitions, rendered into the system turn.
+    /// Their OpenAI definitions, rendered into the system turn (then the
+    /// record's own `tools`, when it has them).
     pub definitions: Vec<Value>,
+    /// The record's `tools`: schemas offered but not run. A turn whose calls
+    /// are not all to tools this environment runs ends the episode when
+    /// there are any (the call is the answer, as BFCL scores it).
+    pub schema_only: Vec<String>,
     pub max_turns: u32,
     pub max_response_len: u32,
     pub max_tool_output: usize,
@@ -89,6 +94,26 @@ impl Envs {
             }
         }
         Ok(Envs { default, by_name, by_source })
+    }
+
+    /// The environment of a record with its own `tools` (schemas offered
+    /// after the environment's, never run): `env` itself when it has none.
+    pub fn with_record_tools(env: Arc<Env>, rec: &Record) -> Result<Arc<Env>, String> {
+        let Some(t) = &rec.tools else { return Ok(env) };
+        let objs = arl_chat::tools::tool_objects(t).map_err(|e| format!("field `tools`: {e}"))?;
+        if objs.is_empty() {
+            return Ok(env);
+        }
+        let mut e = (*env).clone();
+        for o in objs {
+            let name = arl_chat::tools::tool_name(&o).unwrap_or_default().to_string();
+            if e.tools.contains(&name) {
+                return Err(format!("field `tools`: `{name}` is also a tool the environment runs; rename one"));
+            }
+            e.schema_only.push(name);
+            e.definitions.push(o);
+        }
+        Ok(Arc::new(e))
     }
 
     /// The environment of a record. Without `--env-config`, every record gets

@@ -169,6 +169,14 @@ impl Shared {
                 e.status = Some(Status::Completed);
                 break;
             }
+            // A call to a schema the record offered (or to nothing the
+            // environment runs, when it offered schemas) is the answer.
+            let runs = |c: &Call| matches!(c, Call::Ok { name, .. } if env.tools.contains(name));
+            if !env.schema_only.is_empty() && !calls.iter().all(runs) {
+                e.tool_calls += calls.len() as u32;
+                e.status = Some(Status::Completed);
+                break;
+            }
             if e.turns >= env.max_turns {
                 e.status = Some(Status::Truncated);
                 break;

@@ -166,7 +166,7 @@ pub(crate) fn plan_jobs(
             }
             continue;
         }
-        let env = match envs.pick(prompt) {
+        let env = match envs.pick(prompt).and_then(|e| env::Envs::with_record_tools(e, prompt)) {
             Ok(e) => e,
             Err(why) => {
                 reject(input, why)?;

@@ -76,6 +76,7 @@ pub(crate) fn build(cfg: &Config, tracer: Option<Arc<Tracer>>) -> Result<Setup> 
         name: "default".into(),
         definitions: env::definitions(&default_tools, &registry)?,
         tools: default_tools,
+        schema_only: Vec::new(),
         max_turns: cfg.max_turns,
         max_response_len: cfg.max_response_len,
         max_tool_output: cfg.max_tool_output,

@@ -116,9 +116,14 @@ pub struct Args {
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub min_samples: u64,
 
-    /// Add the reference solution (`response`, `messages`)
+    /// Add the reference solution (`response`, `messages`; BFCL: `response` only)
     #[arg(long)]
     pub with_solutions: bool,
+
+    /// BFCL: offer function names with `.` written `_` (BFCL's mode for models whose tool names
+    /// cannot hold a dot; `--rm bfcl` then expects the `_` form)
+    #[arg(long)]
+    pub underscore_names: bool,
 
     /// arith: share of demonstrations that skip the calculator and guess a
     /// plausible wrong number (`metadata.noisy`), for noisy SFT data; with
@@ -192,17 +197,24 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXIT_CODES_HELP)]
 pub struct ImportArgs {
-    /// The benchmark
-    #[arg(value_enum)]
-    pub bench: tasks::bench::Bench,
+    /// The benchmark: gsm8k, math500, math-train, aime24, aime25-i, humaneval, mbpp, or bfcl:CATEGORY
+    /// (BFCL v4: simple_python, multiple, parallel, parallel_multiple, live_simple, live_multiple,
+    /// live_parallel, live_parallel_multiple, irrelevance, live_irrelevance, live_relevance)
+    #[arg(value_parser = tasks::bench::Source::parse, value_name = "NAME")]
+    pub bench: tasks::bench::Source,
 
     /// The unpacked benchmark files [default: $ARL_BENCHMARKS, else $ARL_CACHE/benchmarks]
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
 
-    /// Add the reference solution (`response`, `messages`)
+    /// Add the reference solution (`response`, `messages`; BFCL: `response` only)
     #[arg(long)]
     pub with_solutions: bool,
+
+    /// BFCL: offer function names with `.` written `_` (BFCL's mode for models whose tool names
+    /// cannot hold a dot; `--rm bfcl` then expects the `_` form)
+    #[arg(long)]
+    pub underscore_names: bool,
 
     /// Only the first N items
     #[arg(short = 'n', long, value_name = "N")]
@@ -218,7 +230,15 @@ pub struct ImportArgs {
 
 fn import(a: ImportArgs) -> Result<ExitCode> {
     let dir = a.data.clone().unwrap_or_else(tasks::bench::default_dir);
-    let mut recs = tasks::bench::import(a.bench, &dir, a.with_solutions)?;
+    let mut recs = match a.bench {
+        tasks::bench::Source::Bench(b) => {
+            if a.underscore_names {
+                return Err(cli::usage("`--underscore-names` applies to `bfcl:CATEGORY` only"));
+            }
+            tasks::bench::import(b, &dir, a.with_solutions)?
+        }
+        tasks::bench::Source::Bfcl(c) => tasks::bench::bfcl::import(&dir, c, a.with_solutions, a.underscore_names)?,
+    };
     if let Some(n) = a.limit {
         recs.truncate(n);
     }

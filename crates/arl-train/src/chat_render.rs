@@ -52,7 +52,7 @@ pub fn tokenizer_of(model_dir: &Path) -> Result<Option<(Tokenizer, Result<ChatTe
     Ok(Some((t, template)))
 }
 
-/// Renders a record's `messages` (with `metadata.tools`, if any) into a
+/// Renders a record's `messages` (with its `tools`, else `metadata.tools`) into a
 /// record of the fields training reads: `tokens`, `prompt_len` (the tokens
 /// before the first trained one, at least 1: the first token has no
 /// prediction) and `loss_mask` over the rest (1 on assistant tokens). The
@@ -69,8 +69,12 @@ pub fn render_record(
         .ok_or("field `messages`: missing (nothing to render)")?
         .as_array()
         .ok_or("field `messages`: expected a list of chat messages")?;
-    let tools = r.metadata.as_ref().and_then(|m| m.get("tools")).and_then(Value::as_array).map(Vec::as_slice);
-    let rd = tokenize(renderer, tok, msgs, tools).map_err(|e| format!("field `messages`: {e:#}"))?;
+    // The record's `tools` field, else `metadata.tools` (arl-tasks' SFT demonstrations).
+    let tools = match &r.tools {
+        Some(t) => Some(arl_chat::tools::tool_objects(t).map_err(|e| format!("field `tools`: {e}"))?),
+        None => r.metadata.as_ref().and_then(|m| m.get("tools")).and_then(Value::as_array).cloned(),
+    };
+    let rd = tokenize(renderer, tok, msgs, tools.as_deref()).map_err(|e| format!("field `messages`: {e:#}"))?;
     let first = rd.trained.iter().position(|&x| x).ok_or("field `messages`: no assistant tokens")?.max(1);
     let prompt_len = u32::try_from(first).map_err(|_| format!("field `messages`: {first} prompt tokens"))?;
     Ok(Record {

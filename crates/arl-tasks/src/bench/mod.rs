@@ -19,6 +19,7 @@
 //! * `mbpp`: the task, its tests as examples, and [`MBPP_INSTRUCTION`]; the
 //!   label is `{tests, test_setup}` (the test list, and its setup code,
 //!   which runs after the solution: it may build inputs from its classes).
+pub mod bfcl;
 pub mod pylit;
 
 use anyhow::{bail, Context, Result};
@@ -81,6 +82,39 @@ impl Bench {
     /// Whether the code verifier scores it (else the math grader).
     pub fn is_code(self) -> bool {
         matches!(self, Bench::Humaneval | Bench::Mbpp)
+    }
+}
+
+/// What `arl-tasks import` reads: a benchmark, or a BFCL category (`bfcl:CATEGORY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Bench(Bench),
+    Bfcl(&'static str),
+}
+
+impl Source {
+    /// Parses `NAME` or `bfcl:CATEGORY`; an unknown one names the known ones.
+    pub fn parse(s: &str) -> Result<Source, String> {
+        if let Some(cat) = s.strip_prefix("bfcl:") {
+            return bfcl::category(cat).map(|(c, _)| Source::Bfcl(c));
+        }
+        if s == "bfcl" {
+            return Err(bfcl::category("")
+                .unwrap_err()
+                .replace("unknown BFCL category ``", "`bfcl` needs a category, `bfcl:CATEGORY`"));
+        }
+        <Bench as clap::ValueEnum>::from_str(s, false).map(Source::Bench).map_err(|_| {
+            let known: Vec<&str> = Bench::ALL.iter().map(|b| b.name()).collect();
+            format!("unknown benchmark `{s}`; known: {}, bfcl:CATEGORY", known.join(", "))
+        })
+    }
+
+    /// Its name as given (`gsm8k`, `bfcl:simple_python`).
+    pub fn name(self) -> String {
+        match self {
+            Source::Bench(b) => b.name().to_string(),
+            Source::Bfcl(c) => format!("bfcl:{c}"),
+        }
     }
 }
 
