@@ -274,6 +274,30 @@ fn list_values<T: arrow::datatypes::ArrowPrimitiveType>(arr: &ArrayRef, row: usi
     Some((vals.values()[a..b].to_vec(), has_null))
 }
 
+/// Sets a JSON-typed field of `r` from its column's value (`null`: absent).
+fn set_json(r: &mut Record, name: &str, v: Value) -> Result<(), FieldError> {
+    let wrong = |want: &str, got: &Value| {
+        FieldError::new(name, format!("expected {want} (got {})", crate::record::json_type(got)))
+    };
+    match name {
+        "label" => r.label = Some(v),
+        "reward_detail" => r.reward_detail = Some(v),
+        "messages" => r.messages = Some(v),
+        "tools" => match v {
+            Value::Array(_) => r.tools = Some(v),
+            Value::Null => {}
+            other => return Err(wrong("a list of tool objects", &other)),
+        },
+        "metadata" => match v {
+            Value::Object(m) => r.metadata = Some(m),
+            Value::Null => {}
+            other => return Err(wrong("a JSON object", &other)),
+        },
+        _ => unreachable!("{name} is not a JSON field"),
+    }
+    Ok(())
+}
+
 fn row_to_record(cols: &[Col], row: usize) -> Result<Record, FieldError> {
     let mut r = Record::default();
     for c in cols {
@@ -324,35 +348,7 @@ fn row_to_record(cols: &[Col], row: usize) -> Result<Record, FieldError> {
                             // A column written natively (e.g. a struct `label`) is converted.
                             None => array_value_to_json(arr, row),
                         };
-                        match *name {
-                            "label" => r.label = Some(v),
-                            "reward_detail" => r.reward_detail = Some(v),
-                            "messages" => r.messages = Some(v),
-                            "tools" => match v {
-                                Value::Array(_) => r.tools = Some(v),
-                                Value::Null => {}
-                                other => {
-                                    return Err(FieldError::new(
-                                        "tools",
-                                        format!(
-                                            "expected a list of tool objects (got {})",
-                                            crate::record::json_type(&other)
-                                        ),
-                                    ))
-                                }
-                            },
-                            "metadata" => match v {
-                                Value::Object(m) => r.metadata = Some(m),
-                                Value::Null => {}
-                                other => {
-                                    return Err(FieldError::new(
-                                        "metadata",
-                                        format!("expected a JSON object, got {}", crate::record::json_type(&other)),
-                                    ))
-                                }
-                            },
-                            _ => unreachable!(),
-                        }
+                        set_json(&mut r, name, v)?;
                     }
                     FieldKind::ListU32 => {
                         let (v, nulls) = list_values::<UInt32Type>(arr, row).expect("checked non-null");

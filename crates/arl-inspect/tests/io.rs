@@ -46,6 +46,7 @@ fn make_records(n: usize, seed: u64, max_resp: usize) -> Vec<Record> {
                 returns: None,
                 metadata: Some(serde_json::from_value(json!({"difficulty": i % 5, "env": "calc"})).unwrap()),
                 messages: None,
+                tools: (i % 4 == 0).then(|| json!([{"type": "function", "function": {"name": "f", "parameters": {}}}])),
                 extra: Default::default(),
                 source_row: None,
             };
