@@ -8,6 +8,7 @@ sql\t'Execution match: the response\'s query (last ```sql block, else last `sql`
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
 web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+bfcl\t'Tool calls scored by the rules of BFCL\'s AST checker against `label.ground_truth` (`arl-tasks import bfcl:CATEGORY`); the no-call categories score 1 with no call'
 game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
 arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
@@ -22,6 +23,7 @@ sql\t'Execution match: the response\'s query (last ```sql block, else last `sql`
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
 web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+bfcl\t'Tool calls scored by the rules of BFCL\'s AST checker against `label.ground_truth` (`arl-tasks import bfcl:CATEGORY`); the no-call categories score 1 with no call'
 game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
 arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"
@@ -72,6 +74,7 @@ sql\t'Execution match: the response\'s query (last ```sql block, else last `sql`
 api\t'Goal check in an OpenAPI environment service (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s tool calls'
 web\t'Goal check on the web task site (`arl-env`): the state of the trajectory\'s `metadata.episode_id`, or a replay of the response\'s browser calls in headless Chromium'
 cmd\t'An external program: JSONL records in, one `{"reward", "detail"}` (or number) line out per record'
+bfcl\t'Tool calls scored by the rules of BFCL\'s AST checker against `label.ground_truth` (`arl-tasks import bfcl:CATEGORY`); the no-call categories score 1 with no call'
 game\t'The result of an arena game (`metadata.arena.result` of `arl-rollout --arena`): `--game-win`, `--game-draw`, `--game-loss`, `--game-forfeit`'
 arena\t'Tournament-ranked rewards: the samples of each prompt meet in a `--arena round-robin` or `elimination` tournament decided by `--judge`'
 auto\t'Choose per record by `data_source` (`--map`, `--default-rm`)'"

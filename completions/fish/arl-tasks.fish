@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_tasks_global_optspecs
-    string join \n n/count= seed= start= difficulty= history= band-low= band-high= min-samples= with-solutions noise= mixed easy-level= easy-tool-rate= tool-cost= game= q/quiet o/output= format= h/help V/version
+    string join \n n/count= seed= start= difficulty= history= band-low= band-high= min-samples= with-solutions underscore-names noise= mixed easy-level= easy-tool-rate= tool-cost= game= q/quiet o/output= format= h/help V/version
 end
 
 function __fish_arl_tasks_needs_command
@@ -41,7 +41,8 @@ connect4\t''"
 complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
 complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
 parquet\t''"
-complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -l with-solutions -d 'Add the reference solution (`response`, `messages`)'
+complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -l with-solutions -d 'Add the reference solution (`response`, `messages`; BFCL: `response` only)'
+complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -l underscore-names -d 'BFCL: offer function names with `.` written `_` (BFCL\'s mode for models whose tool names cannot hold a dot; `--rm bfcl` then expects the `_` form)'
 complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -l mixed -d 'arith: half easy problems (levels 1..=`--easy-level`, answered without the tool in solutions), half hard ones (the level, at least 5); `metadata.kind`'
 complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -s q -l quiet -d 'No summary on stderr'
 complete -c arl-tasks -n "__fish_arl_tasks_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -53,7 +54,8 @@ complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -s n -l limi
 complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
 complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
 parquet\t''"
-complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -l with-solutions -d 'Add the reference solution (`response`, `messages`)'
+complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -l with-solutions -d 'Add the reference solution (`response`, `messages`; BFCL: `response` only)'
+complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -l underscore-names -d 'BFCL: offer function names with `.` written `_` (BFCL\'s mode for models whose tool names cannot hold a dot; `--rm bfcl` then expects the `_` form)'
 complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -s q -l quiet -d 'No summary on stderr'
 complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand import" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-tasks -n "__fish_arl_tasks_using_subcommand help; and not __fish_seen_subcommand_from import help" -f -a "import" -d 'Read a standard benchmark into prompt records'

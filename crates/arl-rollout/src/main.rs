@@ -25,6 +25,11 @@ use std::time::Duration;
 /// episode ends when the model stops without a tool call (`completed`), or at
 /// `--max-turns` / `--max-response-len` (`truncated`).
 ///
+/// A record's own `tools` (OpenAI tool objects, e.g. from `arl-tasks import
+/// bfcl:CATEGORY`) are offered after the environment's and never run: a
+/// turn whose calls are not all to tools the environment runs ends the
+/// episode (`completed`; the call is the answer).
+///
 /// Output: JSONL on stdout, streamed a group at a time (groups completing
 /// together share a write); with `-o FILE` the groups go to `FILE.partial`
 /// (flushed per group) and FILE appears when the run is complete

@@ -71,7 +71,7 @@ impl Family {
 /// `arl-reward --rm web` replays in a headless browser).
 ///
 /// `arl-tasks import NAME` reads a standard benchmark instead (GSM8K,
-/// MATH-500, the rest of MATH, AIME, HumanEval, MBPP): see `arl-tasks
+/// MATH-500, the rest of MATH, AIME, HumanEval, MBPP, BFCL): see `arl-tasks
 /// import --help`.
 #[derive(Debug, Parser)]
 #[command(name = "arl-tasks", version, after_long_help = EXIT_CODES_HELP)]
@@ -190,6 +190,16 @@ pub enum Command {
 ///
 /// `math-train` is the MATH test set without MATH-500 (matched by problem
 /// text): 4,500 problems, the usual training split for MATH-500.
+///
+/// `bfcl:CATEGORY` reads a single-turn Python category of the Berkeley
+/// Function-Calling Leaderboard v4: `prompt` is the item's messages,
+/// `tools` its functions as OpenAI tool objects (BFCL's types as JSON
+/// schema), `label` the functions as BFCL's checker reads them and the
+/// possible answers (`{category, functions, ground_truth,
+/// underscore_to_dot}`), scored by `arl-reward --rm bfcl`. With
+/// `--with-solutions`, `response` is the ground truth as `<tool_call>`s
+/// (one concrete value per allowed list), or a reply with no call for
+/// `irrelevance` and `live_irrelevance`.
 ///
 /// `--with-solutions` adds each reference written as the prompt asks: the
 /// worked solution ending in `\boxed{}` (GSM8K's `#### N` rewritten so,
