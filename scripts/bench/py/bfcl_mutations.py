@@ -400,24 +400,24 @@ def m_string_wrong(e, rng, k):
     return {"response": render(set_at(e.gold(), ci, p, path, word_swap(s, rng)))}
 
 
-def m_missing_optional(e, rng, k):
-    cands = [(ci, p) for ci, (n, a, am) in enumerate(e.calls) for p in a if "" in am[p]]
+def without_one(e, rng, optional):
+    """The gold with one argument left out: one whose allowed values hold
+    "" (optional), or one whose do not."""
+    cands = [(ci, p) for ci, (n, a, am) in enumerate(e.calls) for p in a if ("" in am[p]) == optional]
     if not cands:
         return None
     ci, p = rng.choice(cands)
     calls = e.gold()
     del calls[ci][1][p]
     return {"response": render(calls)}
+
+
+def m_missing_optional(e, rng, k):
+    return without_one(e, rng, True)
 
 
 def m_missing_required(e, rng, k):
-    cands = [(ci, p) for ci, (n, a, am) in enumerate(e.calls) for p in a if "" not in am[p]]
-    if not cands:
-        return None
-    ci, p = rng.choice(cands)
-    calls = e.gold()
-    del calls[ci][1][p]
-    return {"response": render(calls)}
+    return without_one(e, rng, False)
 
 
 def m_extra_param(e, rng, k):
