@@ -58,6 +58,12 @@ pub trait Engine: Send {
     fn load_adapter(&mut self, key: &str, dir: &Path) -> Result<()>;
     /// Drops the adapter of `key` (no sequence runs with it any more).
     fn unload_adapter(&mut self, key: &str);
+    /// Prompt tokens that the prefill of `seq` took from the prefix cache.
+    fn cached_tokens(&self, _seq: SeqId) -> usize {
+        0
+    }
+    /// Empties the prefix cache (`/flush_cache`).
+    fn flush_cache(&mut self) {}
 }
 
 /// End-of-sequence ids of a model directory ([`arl_chat::tokenizer::eos_ids`]:

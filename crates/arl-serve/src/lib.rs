@@ -14,6 +14,7 @@ mod config;
 pub mod engine;
 pub mod http;
 pub mod metrics;
+pub mod prefix;
 pub mod sampling;
 pub mod scheduler;
 pub mod tch_engine;

@@ -72,8 +72,8 @@ adapter's versions count `1`, `2`, … per name; a request on an adapter reports
 its adapter's version as `meta_info.weight_version`. `/get_model_info` and
 `/get_server_info` list the adapters (`lora_adapters`: path, weight version,
 rank, alpha, targets), `/v1/models` shows each as a model whose `parent` is
-the base. There is no prefix cache, so no KV is shared between requests,
-of one adapter or of several.";
+the base. The prefix cache shares KV only between sequences of the same
+adapter (or of the base), and drops an unloaded adapter's.";
 
 /// Serve a model over SGLang's HTTP API: /generate, weight updates, OpenAI chat with tools
 ///
@@ -91,8 +91,11 @@ of one adapter or of several.";
 /// together are prefilled in one batched forward, and each decode step is one
 /// forward over every running sequence (one shared KV cache, a slot per
 /// sequence, each attending to its own length). `--dp-size N` runs N such
-/// replicas behind the port, a new request going to the least loaded. There is no prefix cache
-/// (`cached_tokens` is always 0). LoRA adapters (`--lora-paths`,
+/// replicas behind the port, a new request going to the least loaded. A prefix cache
+/// (`--prefix-cache-slots`) starts a new sequence from the longest prefix of its prompt that a
+/// running sequence, or one that ended, already holds (`meta_info.cached_tokens`): a group's samples
+/// share one prompt prefill, and a multi-turn episode's next turn reuses its history; a weight
+/// update, an adapter's unloading and `/flush_cache` drop what it holds. LoRA adapters (`--lora-paths`,
 /// `/load_lora_adapter`, `/unload_lora_adapter`) are picked per request by
 /// `lora_path` and batched with each other and the base. Returned log-probs are those of the
 /// temperature-scaled distribution before top-k/top-p truncation, as
@@ -191,6 +194,17 @@ pub struct Args {
     /// this many (padded) tokens; a longer prompt is prefilled alone
     #[arg(long, default_value_t = 16384, value_name = "N", help_heading = "Scheduling")]
     pub max_prefill_tokens: usize,
+
+    /// Prefix cache: at most this many finished sequences' KV caches are kept for reuse (they
+    /// only take slots no running sequence needs; the least recently used goes first); running
+    /// sequences are always sources. 0 turns the cache off
+    #[arg(long, default_value_t = serve::tch_engine::DEFAULT_PREFIX_SLOTS, value_name = "N", help_heading = "Scheduling")]
+    pub prefix_cache_slots: usize,
+
+    /// No prefix cache (SGLang's flag; the same as `--prefix-cache-slots 0` and no sharing between
+    /// running sequences)
+    #[arg(long, help_heading = "Scheduling")]
+    pub disable_radix_cache: bool,
 
     /// Seed for requests without `sampling_seed`; default: from the clock
     #[arg(long, value_name = "SEED", help_heading = "Scheduling")]
@@ -422,6 +436,10 @@ fn load_model(args: &Args) -> Result<Loaded> {
         }
     }
     let mut engines = engines;
+    let prefix_slots = if args.disable_radix_cache { 0 } else { args.prefix_cache_slots };
+    for e in engines.iter_mut() {
+        e.set_prefix_cache(prefix_slots);
+    }
     let chosen = tch_engine::choose_cpu_matmul(&mut engines, matmul, |line| eprintln!("{TOOL}: {line}"))?;
     let bf16_ok = args.dtype == "auto";
     let decode = tch_engine::choose_decode_matmul(&mut engines, decode, bf16_ok, |line| eprintln!("{TOOL}: {line}"))?;

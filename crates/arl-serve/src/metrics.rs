@@ -66,6 +66,8 @@ impl Histogram {
 /// What the schedulers record, shared by every replica.
 pub struct Metrics {
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: AtomicU64,
     pub generation_tokens: AtomicU64,
     /// Requests (sequences) that ended, and those of them aborted.
     pub requests: AtomicU64,
@@ -81,6 +83,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             prompt_tokens: AtomicU64::new(0),
+            cached_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             aborted: AtomicU64::new(0),
@@ -112,6 +115,11 @@ pub struct Gauges {
 
 impl Metrics {
     /// A sequence's first token, `since` its arrival.
+    /// A prefill took `n` prompt tokens from the prefix cache.
+    pub fn cached(&self, n: usize) {
+        self.cached_tokens.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub fn first_token(&self, prompt_tokens: usize, since: Duration) {
         self.prompt_tokens.fetch_add(prompt_tokens as u64, Ordering::Relaxed);
         self.generation_tokens.fetch_add(1, Ordering::Relaxed);
@@ -163,12 +171,11 @@ impl Metrics {
             "Number of requests aborted.",
             self.aborted.load(Ordering::Relaxed),
         );
-        // arl-serve keeps no prefix cache: no prompt token is ever served from one.
         counter(
             &mut out,
             "sglang:cached_tokens_total",
-            "Number of cached prompt tokens (arl-serve has no prefix cache).",
-            0,
+            "Number of cached prompt tokens.",
+            self.cached_tokens.load(Ordering::Relaxed),
         );
         gauge(&mut out, "sglang:num_running_reqs", "The number of running requests.", g.running as f64);
         gauge(&mut out, "sglang:num_queue_reqs", "The number of requests in the waiting queue.", g.queued as f64);
@@ -195,7 +202,9 @@ impl Metrics {
             "The generation throughput (token/s), since the previous scrape.",
             throughput,
         );
-        gauge(&mut out, "sglang:cache_hit_rate", "The prefix cache hit rate (arl-serve has no prefix cache).", 0.0);
+        let (prompt, cached) = (self.prompt_tokens.load(Ordering::Relaxed), self.cached_tokens.load(Ordering::Relaxed));
+        let rate = if prompt > 0 { cached as f64 / prompt as f64 } else { 0.0 };
+        gauge(&mut out, "sglang:cache_hit_rate", "The prefix cache hit rate (cached / prompt tokens).", rate);
         self.ttft.render(
             &mut out,
             "sglang:time_to_first_token_seconds",

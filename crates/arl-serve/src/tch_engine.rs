@@ -3,6 +3,7 @@
 //! `log_softmax(logits.float() / T)`, the formula `arl-train` uses to score the
 //! same tokens, so server and trainer log-probs agree.
 use super::engine::{Engine, Prefill, SeqId};
+use super::prefix::{Key, PrefixIndex};
 use anyhow::{anyhow, Context, Result};
 use arl_model::{onednn, CpuMatmul, DecodeMatmul, KvCache, Model};
 use std::collections::HashMap;
@@ -14,6 +15,12 @@ pub struct TchEngine {
     model: Model,
     cache: KvCache,
     slots: HashMap<SeqId, usize>,
+    /// The prefix cache's bookkeeping: which slot holds which tokens.
+    prefix: PrefixIndex,
+    /// Bumped by every weight update: a slot filled before it is stale.
+    version: u64,
+    /// Per sequence: the prompt tokens its prefill took from the cache.
+    cached: HashMap<SeqId, usize>,
     /// The adapter id ([`Model::load_adapter`]) of each sequence that has one.
     lora: HashMap<SeqId, u32>,
     vocab: usize,
@@ -53,6 +60,10 @@ pub fn parse_cpu_matmul(s: &str) -> Result<Option<CpuMatmul>> {
         _ => anyhow::bail!("unknown `--cpu-matmul` `{s}` (auto, onednn, blas)"),
     })
 }
+
+/// How many finished sequences' caches are kept for reuse by default
+/// (`--prefix-cache-slots`); they only take slots no running sequence needs.
+pub const DEFAULT_PREFIX_SLOTS: usize = 64;
 
 /// oneDNN must be this much faster than BLAS for `auto` to take it.
 const ONEDNN_MARGIN: f64 = 1.1;
@@ -201,7 +212,45 @@ impl TchEngine {
         let vocab = model.config.vocab_size;
         let context = model.config.max_position_embeddings;
         let cache = model.new_cache();
-        Ok(TchEngine { model, cache, slots: HashMap::new(), lora: HashMap::new(), vocab, context, device })
+        Ok(TchEngine {
+            model,
+            cache,
+            slots: HashMap::new(),
+            prefix: PrefixIndex::new(DEFAULT_PREFIX_SLOTS),
+            version: 0,
+            cached: HashMap::new(),
+            lora: HashMap::new(),
+            vocab,
+            context,
+            device,
+        })
+    }
+
+    /// At most `slots` finished sequences' caches are kept for reuse (0: no
+    /// prefix cache; `--disable-radix-cache`).
+    pub fn set_prefix_cache(&mut self, slots: usize) {
+        for s in self.prefix.flush() {
+            self.cache.free(s);
+        }
+        self.prefix.capacity = slots;
+    }
+
+    /// A free slot: a retained one is given up (least recently used first)
+    /// before the cache grows.
+    fn alloc_slot(&mut self) -> usize {
+        if !self.cache.has_free() {
+            if let Some(s) = self.prefix.evict_one() {
+                self.cache.free(s);
+            }
+        }
+        self.cache.alloc()
+    }
+
+    /// Frees `slots` (given up by the prefix cache).
+    fn free_slots(&mut self, slots: Vec<usize>) {
+        for s in slots {
+            self.cache.free(s);
+        }
     }
 
     /// Number of parameters of the model.
@@ -218,16 +267,8 @@ impl Engine for TchEngine {
         self.context
     }
     fn prefill(&mut self, seq: SeqId, ids: &[u32], temperature: f32, from_row: usize) -> Result<Vec<f32>> {
-        let _g = tch::no_grad_guard();
-        let ids: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
-        let (model, cache) = (&self.model, &mut self.cache);
-        let slot = *self.slots.entry(seq).or_insert_with(|| cache.alloc());
-        let lp = guarded("prefill", || {
-            let logits = model.prefill(cache, slot, &ids);
-            let rows = logits.narrow(0, from_row as i64, (ids.len() - from_row) as i64);
-            (rows.to_kind(Kind::Float) / temperature as f64).log_softmax(-1, Kind::Float)
-        })?;
-        to_vec(&lp)
+        let item = Prefill { seq, ids, temperature, from_row, lora: None };
+        Ok(self.prefill_many(&[item])?.pop().unwrap_or_default())
     }
     fn prefill_many(&mut self, items: &[Prefill<'_>]) -> Result<Vec<Vec<f32>>> {
         let _g = tch::no_grad_guard();
@@ -243,30 +284,49 @@ impl Engine for TchEngine {
                 self.lora.insert(p.seq, *id);
             }
         }
-        let lora = if lora.iter().any(Option::is_some) { lora } else { Vec::new() };
-        let ids: Vec<Vec<i64>> = items.iter().map(|p| p.ids.iter().map(|&i| i as i64).collect()).collect();
-        let (model, cache, device, vocab) = (&self.model, &mut self.cache, self.device, self.vocab);
-        let slots: Vec<usize> =
-            items.iter().map(|p| *self.slots.entry(p.seq).or_insert_with(|| cache.alloc())).collect();
-        let chunks: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
-        let keep: Vec<std::ops::Range<usize>> = items.iter().map(|p| p.from_row..p.ids.len()).collect();
-        // One temperature per returned row.
-        let temps: Vec<f32> =
-            items.iter().flat_map(|p| std::iter::repeat_n(p.temperature, p.ids.len() - p.from_row)).collect();
-        let lp = guarded("prefill", || {
-            let logits = model.extend_with(cache, &slots, &chunks, &keep, &lora);
-            let t = Tensor::from_slice(&temps).to_device(device).view([-1, 1]);
-            (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
-        })?;
-        let flat = to_vec(&lp)?;
-        let mut out = Vec::with_capacity(items.len());
-        let mut at = 0;
+        // Slots: a sequence already running continues after what it holds.
+        let fresh: Vec<bool> = items.iter().map(|p| !self.slots.contains_key(&p.seq)).collect();
+        let mut slots = Vec::with_capacity(items.len());
         for p in items {
-            let n = (p.ids.len() - p.from_row) * vocab;
-            out.push(flat[at..at + n].to_vec());
-            at += n;
+            let slot = match self.slots.get(&p.seq) {
+                Some(&s) => s,
+                None => self.alloc_slot(),
+            };
+            self.slots.insert(p.seq, slot);
+            slots.push(slot);
         }
-        Ok(out)
+        let plan = self.plan_reuse(items, &lora, &fresh);
+        // The leaders (reusing at most a cached prefix) run first, then the
+        // items that copy a leader's prompt: one batched forward each.
+        let mut rows: Vec<Option<Vec<f32>>> = vec![None; items.len()];
+        for phase in [false, true] {
+            let idx: Vec<usize> = (0..items.len()).filter(|&i| plan[i].follows.is_some() == phase).collect();
+            if idx.is_empty() {
+                continue;
+            }
+            for &i in &idx {
+                let r = &plan[i];
+                if let Some(src) = r.follows.map(|j| slots[j]).or(r.source) {
+                    self.cache.copy_prefix(src, slots[i], r.reuse);
+                }
+            }
+            let out = self.forward(items, &idx, &slots, &lora, &plan)?;
+            for (i, r) in idx.into_iter().zip(out) {
+                rows[i] = Some(r);
+            }
+        }
+        let version = self.version;
+        for (i, p) in items.iter().enumerate() {
+            let reuse = plan[i].reuse;
+            if fresh[i] {
+                self.prefix.start(slots[i], p.ids.to_vec(), Key { lora: lora[i], version });
+                self.prefix.count(p.ids.len(), reuse);
+            } else {
+                self.prefix.extend(slots[i], p.ids);
+            }
+            self.cached.insert(p.seq, reuse);
+        }
+        Ok(rows.into_iter().map(Option::unwrap_or_default).collect())
     }
     fn decode(&mut self, seqs: &[SeqId], last: &[u32], temperatures: &[f32]) -> Result<Vec<f32>> {
         let _g = tch::no_grad_guard();
@@ -278,6 +338,9 @@ impl Engine for TchEngine {
         // One adapter (or the base) per sequence; empty when all run the base.
         let lora: Vec<Option<u32>> =
             if self.lora.is_empty() { Vec::new() } else { seqs.iter().map(|s| self.lora.get(s).copied()).collect() };
+        for (&slot, &t) in slots.iter().zip(last.iter()) {
+            self.prefix.extend(slot, &[t as u32]);
+        }
         let (model, cache, device) = (&self.model, &mut self.cache, self.device);
         let lp = guarded("decode step", || {
             let logits = if lora.iter().any(Option::is_some) {
@@ -297,12 +360,20 @@ impl Engine for TchEngine {
     }
     fn release(&mut self, seq: SeqId) {
         if let Some(slot) = self.slots.remove(&seq) {
-            self.cache.free(slot);
+            let free = self.prefix.release(slot, self.version);
+            self.free_slots(free);
         }
         self.lora.remove(&seq);
+        self.cached.remove(&seq);
     }
     fn reload(&mut self, dir: &Path) -> Result<()> {
         arl_core::model_dir::check_checkpoint(dir)?;
+        // Whatever happens, the weights may have changed: no slot filled
+        // before this point is a source again.
+        self.version += 1;
+        let current = self.version;
+        let stale = self.prefix.drop_where(|k| k.version != current);
+        self.free_slots(stale);
         let model = &mut self.model;
         guarded("reload", || model.reload(dir))??;
         Ok(())
@@ -314,6 +385,100 @@ impl Engine for TchEngine {
         Ok(())
     }
     fn unload_adapter(&mut self, key: &str) {
+        if let Some(id) = self.model.adapter_id(key) {
+            // Its id may be given to the next adapter loaded.
+            let gone = self.prefix.drop_where(|k| k.lora == Some(id));
+            self.free_slots(gone);
+        }
         self.model.unload_adapter(key);
+    }
+    fn cached_tokens(&self, seq: SeqId) -> usize {
+        self.cached.get(&seq).copied().unwrap_or(0)
+    }
+    fn flush_cache(&mut self) {
+        let all = self.prefix.flush();
+        self.free_slots(all);
+    }
+}
+
+/// How one item of a prefill reuses KV: `reuse` positions copied from the
+/// cache's `source` slot or from batch item `follows` (after it has run).
+#[derive(Debug, Clone, Copy, Default)]
+struct Reuse {
+    reuse: usize,
+    source: Option<usize>,
+    follows: Option<usize>,
+}
+
+impl TchEngine {
+    /// For each item of a prefill, the longest prefix to copy rather than
+    /// compute: from a running or retained sequence of the same adapter and
+    /// weight version, or from an earlier item of this batch (a group's
+    /// samples share their prompt). Never the rows asked for (`from_row..`),
+    /// and never the last position (its logits are the answer).
+    fn plan_reuse(&mut self, items: &[Prefill<'_>], lora: &[Option<u32>], fresh: &[bool]) -> Vec<Reuse> {
+        let mut plan = vec![Reuse::default(); items.len()];
+        if !self.prefix.enabled() {
+            return plan;
+        }
+        for (i, p) in items.iter().enumerate() {
+            if !fresh[i] || p.ids.len() < 2 {
+                continue;
+            }
+            let limit = p.from_row.min(p.ids.len() - 1);
+            let key = Key { lora: lora[i], version: self.version };
+            let mut best = Reuse::default();
+            if let Some(h) = self.prefix.lookup(p.ids, key) {
+                best = Reuse { reuse: h.len.min(limit), source: Some(h.slot), follows: None };
+            }
+            for j in (0..i).filter(|&j| fresh[j] && plan[j].follows.is_none() && lora[j] == lora[i]) {
+                let n = items[j].ids.iter().zip(p.ids).take_while(|(a, b)| a == b).count().min(limit);
+                if n > best.reuse {
+                    best = Reuse { reuse: n, source: None, follows: Some(j) };
+                }
+            }
+            plan[i] = best;
+        }
+        plan
+    }
+
+    /// One batched forward of the items `idx` (each after its reused
+    /// prefix), answering each one's rows `from_row..` as log-probs.
+    fn forward(
+        &mut self,
+        items: &[Prefill<'_>],
+        idx: &[usize],
+        slots: &[usize],
+        lora: &[Option<u32>],
+        plan: &[Reuse],
+    ) -> Result<Vec<Vec<f32>>> {
+        let ids: Vec<Vec<i64>> =
+            idx.iter().map(|&i| items[i].ids[plan[i].reuse..].iter().map(|&t| t as i64).collect()).collect();
+        let chunks: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+        let keep: Vec<std::ops::Range<usize>> =
+            idx.iter().map(|&i| (items[i].from_row - plan[i].reuse)..(items[i].ids.len() - plan[i].reuse)).collect();
+        let sel: Vec<usize> = idx.iter().map(|&i| slots[i]).collect();
+        let lora: Vec<Option<u32>> =
+            if idx.iter().any(|&i| lora[i].is_some()) { idx.iter().map(|&i| lora[i]).collect() } else { Vec::new() };
+        // One temperature per returned row.
+        let temps: Vec<f32> = idx
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(items[i].temperature, items[i].ids.len() - items[i].from_row))
+            .collect();
+        let (model, cache, device) = (&self.model, &mut self.cache, self.device);
+        let lp = guarded("prefill", || {
+            let logits = model.extend_with(cache, &sel, &chunks, &keep, &lora);
+            let t = Tensor::from_slice(&temps).to_device(device).view([-1, 1]);
+            (logits.to_kind(Kind::Float) / t).log_softmax(-1, Kind::Float)
+        })?;
+        let flat = to_vec(&lp)?;
+        let mut out = Vec::with_capacity(idx.len());
+        let mut at = 0;
+        for &i in idx {
+            let n = (items[i].ids.len() - items[i].from_row) * self.vocab;
+            out.push(flat[at..at + n].to_vec());
+            at += n;
+        }
+        Ok(out)
     }
 }

@@ -483,3 +483,54 @@ fn sync_lora_pushes_a_new_adapter_version() {
 fn sync_abs(p: &Path) -> PathBuf {
     p.canonicalize().unwrap()
 }
+
+/// The prefix cache never hands one adapter's (or the base's) prompt KV to
+/// another: the base's cached prompt is not reused under an adapter, an
+/// adapter reuses its own, and a replaced adapter's is dropped. Each
+/// answer's log-probs are its own checkpoint's.
+#[test]
+fn the_prefix_cache_never_crosses_adapters() {
+    let base = tiny_model();
+    let d = common::tmpdir();
+    let cfg = LoraConfig::new(4, 8.0, 0.0, "q_proj,k_proj,v_proj,o_proj").unwrap();
+    let (a, a2, ma, ma2) = (d.path().join("a"), d.path().join("a2"), d.path().join("ma"), d.path().join("ma2"));
+    write_adapter(&base, &a, &cfg, 3, 1);
+    write_adapter(&base, &a2, &cfg, 4, 1);
+    write_merged(&base, &a, &ma);
+    write_merged(&base, &a2, &ma2);
+    let server = start(&base, &["--cpu-matmul", "blas"]);
+    assert_eq!(load(&server, "a", &a, None).0, 200);
+    let prompt: Vec<i64> = (0..200).map(|i| (i * 7) % 200 + 3).collect();
+    let body = |lora: Value| {
+        json!({"input_ids": prompt, "lora_path": lora, "return_logprob": true,
+               "sampling_params": {"temperature": 1.0, "max_new_tokens": 8, "ignore_eos": true, "sampling_seed": 3}})
+    };
+    let cached = |v: &Value| v["meta_info"]["cached_tokens"].as_u64().unwrap();
+    let check = |v: &Value, reference: &Path| {
+        let out: Vec<(f64, i64)> = v["meta_info"]["output_token_logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e[0].as_f64().unwrap(), e[1].as_i64().unwrap()))
+            .collect();
+        let ids: Vec<i64> = prompt.iter().copied().chain(out.iter().map(|e| e.1)).collect();
+        let want = score(reference, &ids);
+        let got: Vec<f64> = out.iter().map(|e| e.0).collect();
+        let diff = max_diff(&got, &want[want.len() - got.len()..]);
+        assert!(diff < 1e-4, "max |server - {}| = {diff}", reference.display());
+    };
+    server.generate(body(json!(null)));
+    let v = server.generate(body(json!(null)));
+    assert!(cached(&v) > 0, "the base reuses its own prompt");
+    check(&v, &base);
+    let v = server.generate(body(json!("a")));
+    assert_eq!(cached(&v), 0, "the base's prompt reused under an adapter");
+    check(&v, &ma);
+    let v = server.generate(body(json!("a")));
+    assert!(cached(&v) > 0, "an adapter reuses its own prompt");
+    check(&v, &ma);
+    assert_eq!(load(&server, "a", &a2, None).0, 200);
+    let v = server.generate(body(json!("a")));
+    assert_eq!(cached(&v), 0, "the replaced adapter's prompt reused");
+    check(&v, &ma2);
+}

@@ -331,3 +331,101 @@ fn data_parallel_replicas_answer_like_one_server() {
         assert_eq!(a["meta_info"]["weight_version"], "4");
     }
 }
+
+/// A 300-token prompt over the tiny model's vocabulary.
+fn long_prompt(salt: u64) -> Vec<u64> {
+    (0..300).map(|i| (i * 7 + salt * 13) % 200 + 3).collect()
+}
+
+fn sampled(ids: &Value, tokens: u64) -> Value {
+    json!({"input_ids": ids, "return_logprob": true,
+           "sampling_params": {"temperature": 1.0, "max_new_tokens": tokens, "ignore_eos": true, "sampling_seed": 7}})
+}
+
+/// Output ids and their log-probs of each item of an answer (one or a batch).
+fn outputs(v: &Value) -> Vec<(Vec<u64>, Vec<f64>)> {
+    let items = v.as_array().cloned().unwrap_or_else(|| vec![v.clone()]);
+    items
+        .iter()
+        .map(|x| lps(x, "output_token_logprobs").into_iter().map(|(lp, id)| (id, lp.unwrap())).unzip())
+        .collect()
+}
+
+fn cached(v: &Value) -> Vec<u64> {
+    let items = v.as_array().cloned().unwrap_or_else(|| vec![v.clone()]);
+    items.iter().map(|x| x["meta_info"]["cached_tokens"].as_u64().unwrap()).collect()
+}
+
+/// The same tokens, and log-probs within 1e-5.
+fn same_outputs(a: &Value, b: &Value, what: &str) {
+    for (i, ((ia, la), (ib, lb))) in outputs(a).into_iter().zip(outputs(b)).enumerate() {
+        assert_eq!(ia, ib, "{what}: item {i}: tokens differ");
+        let d = la.iter().zip(&lb).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        assert!(d < 1e-5, "{what}: item {i}: max |Δ log-prob| = {d}");
+    }
+}
+
+/// The prefix cache changes the work, never the answer: a group of 8
+/// samples of one prompt prefills it once (the other 7 copy it), the
+/// next turn of an episode reuses its whole history, `/flush_cache` empties
+/// it, and every answer equals the server without a cache.
+#[test]
+fn prefix_cache_changes_the_work_not_the_answers() {
+    let model = tiny_model();
+    let on = start(&model);
+    let off = start_with(&model, &["--disable-radix-cache"]);
+    let p = long_prompt(0);
+    let group = sampled(&json!(vec![p.clone(); 8]), 12);
+    let (a, b) = (on.generate(group.clone()), off.generate(group));
+    same_outputs(&a, &b, "a group of 8");
+    assert_eq!(cached(&b), vec![0; 8]);
+    let c = cached(&a);
+    assert_eq!(c.iter().filter(|&&n| n == p.len() as u64 - 1).count(), 7, "7 samples copy the prompt: {c:?}");
+    // The next turn: the history (prompt, the answer) and a tool's output.
+    let (out0, _) = outputs(&a).remove(0);
+    let mut turn2 = p.clone();
+    turn2.extend(&out0);
+    turn2.extend(40..60);
+    let (a2, b2) = (on.generate(sampled(&json!(turn2), 8)), off.generate(sampled(&json!(turn2), 8)));
+    same_outputs(&a2, &b2, "the next turn");
+    assert!(cached(&a2)[0] >= (p.len() + out0.len() - 1) as u64, "{:?}", cached(&a2));
+    let metrics = on.get("/metrics").1.as_str().unwrap_or_default().to_string();
+    let line = metrics.lines().find(|l| l.starts_with("sglang:cache_hit_rate")).unwrap().to_string();
+    assert!(!line.ends_with(" 0"), "{line}");
+    // Flushed: nothing is reused.
+    assert_eq!(on.get("/flush_cache").0, 200);
+    assert_eq!(cached(&on.generate(sampled(&json!(turn2), 8))), vec![0]);
+}
+
+/// After a weight update no prefix computed with the old weights is
+/// served: the answer is the new model's, as a fresh server without a cache
+/// gives it.
+#[test]
+fn a_weight_update_never_serves_a_stale_prefix() {
+    let model = tiny_model();
+    let d = common::tmpdir();
+    let other = d.path().join("other");
+    perturbed_copy(&model, &other);
+    let on = start(&model);
+    let p = json!(long_prompt(1));
+    on.generate(sampled(&p, 4));
+    assert!(cached(&on.generate(sampled(&p, 4)))[0] > 0, "the prompt is cached");
+    let (code, v) = on.post("/update_weights_from_disk", &json!({"model_path": other.display().to_string()}));
+    assert_eq!(code, 200, "{v}");
+    let after = on.generate(sampled(&p, 12));
+    assert_eq!(cached(&after), vec![0], "a prefix of the old weights was reused");
+    same_outputs(&after, &start_with(&other, &["--disable-radix-cache"]).generate(sampled(&p, 12)), "after the update");
+}
+
+/// `--prefix-cache-slots 1`: one finished sequence is kept, the least
+/// recently used goes.
+#[test]
+fn the_prefix_cache_evicts_beyond_its_bound() {
+    let on = start_with(&tiny_model(), &["--prefix-cache-slots", "1"]);
+    let (a, b) = (json!(long_prompt(2)), json!(long_prompt(3)));
+    on.generate(sampled(&a, 2));
+    assert!(cached(&on.generate(sampled(&a, 2)))[0] > 0);
+    on.generate(sampled(&b, 2));
+    assert_eq!(cached(&on.generate(sampled(&a, 2))), vec![0], "a was evicted by b");
+    assert!(cached(&on.generate(sampled(&a, 2)))[0] > 0, "a is kept again");
+}

@@ -40,6 +40,11 @@ impl KvCache {
         old
     }
 
+    /// Whether a slot is free (claiming one would not grow the cache).
+    pub fn has_free(&self) -> bool {
+        self.used.iter().any(|u| !u)
+    }
+
     /// Frees a slot.
     pub fn free(&mut self, slot: usize) {
         if let Some(u) = self.used.get_mut(slot) {
@@ -56,6 +61,21 @@ impl KvCache {
     /// Number of slots in use.
     pub fn active(&self) -> usize {
         self.used.iter().filter(|u| **u).count()
+    }
+
+    /// Makes slot `dst` hold the first `n` positions of slot `src` (a shared
+    /// prefix: the keys and values of the same tokens at the same positions
+    /// are the same), and nothing after them.
+    pub fn copy_prefix(&mut self, src: usize, dst: usize, n: usize) {
+        assert!(n <= self.lens[src], "slot {src} holds {} positions, not {n}", self.lens[src]);
+        if src != dst && n > 0 {
+            let (s, d, n) = (src as i64, dst as i64, n as i64);
+            for t in self.k.iter_mut().chain(self.v.iter_mut()) {
+                let from = t.narrow(0, s, 1).narrow(2, 0, n);
+                t.narrow(0, d, 1).narrow(2, 0, n).copy_(&from);
+            }
+        }
+        self.lens[dst] = n;
     }
 
     /// Forgets everything of a slot after its first `n` positions (prefix reuse).

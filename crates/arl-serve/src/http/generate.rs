@@ -22,6 +22,8 @@ use tokio::sync::mpsc;
 pub struct ItemState {
     pub rid: String,
     pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: usize,
     pub return_logprob: bool,
     pub top_n: usize,
     pub params: Params,
@@ -34,6 +36,7 @@ pub struct ItemState {
 impl ItemState {
     fn apply(&mut self, u: Update) {
         self.tokens.extend(u.tokens);
+        self.cached_tokens = self.cached_tokens.max(u.cached);
         if u.input.is_some() {
             self.input = u.input;
         }
@@ -99,6 +102,7 @@ impl Running {
             states.push(ItemState {
                 rid: it.rid.clone(),
                 prompt_tokens: it.input_ids.len(),
+                cached_tokens: 0,
                 return_logprob: it.return_logprob,
                 top_n: it.top_logprobs_num,
                 params: it.params.clone(),
@@ -155,7 +159,7 @@ pub fn item_json(tok: &Tokenizer, s: &ItemState, with_text: bool, elapsed: Optio
     meta.insert("finish_reason".into(), s.finish.as_ref().map_or(Value::Null, Finish::to_json));
     meta.insert("prompt_tokens".into(), json!(s.prompt_tokens));
     meta.insert("completion_tokens".into(), json!(s.tokens.len()));
-    meta.insert("cached_tokens".into(), json!(0));
+    meta.insert("cached_tokens".into(), json!(s.cached_tokens));
     meta.insert("weight_version".into(), json!(s.weight_version));
     if s.return_logprob {
         let (ids, lps, tops) = match &s.input {

@@ -31,6 +31,8 @@ struct Seq {
     unsent_input: Option<InputLogprobs>,
     /// When its latest token was sampled (inter-token latency).
     last_token: Instant,
+    /// Prompt tokens its prefill took from the prefix cache.
+    cached: usize,
 }
 
 impl Seq {
@@ -53,6 +55,7 @@ impl Seq {
         }
         let u = Update {
             tokens: std::mem::take(&mut self.unsent),
+            cached: self.cached,
             input: self.unsent_input.take(),
             finish,
             weight_version: version_of(&self.job, version),
@@ -144,6 +147,7 @@ impl Scheduler {
             job.index,
             Update {
                 tokens: vec![],
+                cached: 0,
                 input: None,
                 finish: Some(finish),
                 weight_version: version_of(job, &self.version()),
@@ -282,7 +286,11 @@ impl Scheduler {
                 self.pending_update = Some((path, version, reply));
             }
             Cmd::Flush { reply } => {
-                let _ = reply.send(self.running.is_empty() && self.waiting.is_empty());
+                let idle = self.running.is_empty() && self.waiting.is_empty();
+                if idle {
+                    self.engine.flush_cache();
+                }
+                let _ = reply.send(idle);
             }
         }
         self.publish();
@@ -299,6 +307,7 @@ impl Scheduler {
                     job.index,
                     Update {
                         tokens: vec![],
+                        cached: 0,
                         input: None,
                         finish: Some(finish.clone()),
                         weight_version: version_of(&job, &version),
@@ -359,6 +368,7 @@ impl Scheduler {
             job.index,
             Update {
                 tokens: vec![],
+                cached: 0,
                 input: None,
                 finish: Some(internal(e)),
                 weight_version: version_of(job, &self.version()),
@@ -455,7 +465,9 @@ impl Scheduler {
                 unsent: Vec::new(),
                 unsent_input: None,
                 last_token: Instant::now(),
+                cached: self.engine.cached_tokens(id),
             };
+            self.shared.metrics.cached(seq.cached);
             if seq.job.item.params.max_new_tokens == 0 {
                 self.engine.release(id);
                 self.shared.metrics.prompt_tokens.fetch_add(l as u64, Ordering::Relaxed);

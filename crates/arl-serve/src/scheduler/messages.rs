@@ -106,6 +106,8 @@ pub struct InputLogprobs {
 #[derive(Debug, Clone)]
 pub struct Update {
     pub tokens: Vec<TokenOut>,
+    /// Prompt tokens served from the prefix cache (known once prefilled).
+    pub cached: usize,
     pub input: Option<InputLogprobs>,
     pub finish: Option<Finish>,
     pub weight_version: String,
@@ -146,7 +148,7 @@ pub enum Cmd {
         abort_all: bool,
         reply: oneshot::Sender<UpdateResult>,
     },
-    /// Answers whether the (nonexistent) prefix cache could be flushed: only when idle.
+    /// Empties the prefix cache, only when idle; answers whether it did.
     Flush {
         reply: oneshot::Sender<bool>,
     },

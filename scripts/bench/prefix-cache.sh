@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# arl-serve's prefix cache on GRPO's workload: 16 prompts of about 400
+# tokens (tool schemas and instructions, as agent prompts carry), 8 samples
+# each, 64 new tokens, sampled at temperature 1 by arl-rollout against one
+# arl-serve of MODEL — with the cache (the default) and without
+# (`--disable-radix-cache`), ROUNDS times each, alternating, in the same
+# run. Prints the median wall time of each, the ratio, the cached share of
+# prompt tokens, and whether the two gave the same tokens (greedy run).
+# Target (issue 47): ≥ 3× faster with the cache.
+#
+#   MODEL=~/.cache/arl/models/SmolLM2-135M-Instruct ROUNDS=3 scripts/bench/prefix-cache.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/bench/lib/cpu.sh; bench_machine
+. scripts/env.sh
+MODEL=${MODEL:-$ARL_CACHE/models/SmolLM2-135M-Instruct}
+ROUNDS=${ROUNDS:-3}; PROMPTS=${PROMPTS:-16}; N=${N:-8}; NEW=${NEW:-64}
+cargo build --release --quiet -p arl-serve -p arl-rollout
+B=target/release
+W=$(mktemp -d "${TMPDIR:-/tmp}/arl-prefix.XXXXXX")
+SERVER=
+cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$W"; }
+trap cleanup EXIT
+# 16 prompts: a shared block of tool schemas and rules (about 350 tokens),
+# then a question of its own.
+"$ARL_PYTHON" - "$W/prompts.jsonl" "$PROMPTS" <<'PY'
+import json, sys
+tools = []
+for i in range(8):
+    tools.append({"type": "function", "function": {"name": f"tool_{i}", "description": f"Looks up record kind {i} by id and returns its fields as JSON; fails when the id is unknown.",
+                  "parameters": {"type": "object", "properties": {"id": {"type": "integer", "description": "The record's id."}, "fields": {"type": "array", "items": {"type": "string"}, "description": "Which fields to return."}}, "required": ["id"]}}})
+system = ("You are an agent that answers questions about the shop's records. Use the tools; never guess a value. "
+          "Answer in one sentence after the last tool call. Tools:\n" + "\n".join(json.dumps(t) for t in tools))
+with open(sys.argv[1], "w") as f:
+    for k in range(int(sys.argv[2])):
+        msgs = [{"role": "system", "content": system}, {"role": "user", "content": f"Question {k}: what is the price of record {100 + 7 * k} of kind {k % 8}?"}]
+        f.write(json.dumps({"prompt_id": f"p{k}", "prompt": json.dumps(msgs)}) + "\n")
+PY
+serve() {
+  "$B/arl-serve" --model-path "$MODEL" --port 0 --random-seed 1 "$@" 2>"$W/serve.log" &
+  SERVER=$!
+  for _ in $(seq 600); do grep -q "listening on" "$W/serve.log" && break; sleep 0.1; done
+  URL=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$W/serve.log" | head -1)
+  [ -n "$URL" ] || { cat "$W/serve.log" >&2; exit 1; }
+}
+stop() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=; }
+roll() { # $1: output; rest: sampling flags
+  local out=$1; shift
+  "$B/arl-rollout" -q -i "$W/prompts.jsonl" -o "$out" --endpoint "$URL" --tokenizer "$MODEL" \
+    --max-new-tokens "$NEW" --concurrency 128 --seed 0 "$@"
+}
+declare -A times
+for r in $(seq "$ROUNDS"); do
+  for mode in cache nocache; do
+    if [ "$mode" = cache ]; then serve; else serve --disable-radix-cache; fi
+    t0=$(date +%s.%N)
+    roll "$W/$mode.$r.jsonl" --temperature 1.0 -n "$N"
+    t1=$(date +%s.%N)
+    times[$mode]+="$(echo "$t1 - $t0" | bc) "
+    if [ "$r" = 1 ]; then
+      roll "$W/$mode.greedy.jsonl" --temperature 0 -n 2
+      curl -s "$URL/metrics" >"$W/$mode.metrics"
+    fi
+    stop
+  done
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+c=$(echo "${times[cache]}" | median); n=$(echo "${times[nocache]}" | median)
+rate=$(sed -n 's/^sglang:cache_hit_rate{[^}]*} //p' "$W/cache.metrics")
+same=$("$ARL_PYTHON" - "$W/cache.greedy.jsonl" "$W/nocache.greedy.jsonl" <<'PY'
+import json, sys
+key = lambda r: (r["prompt_id"], r["sample_index"])
+a, b = ({key(r): r["tokens"] for r in map(json.loads, open(p))} for p in sys.argv[1:])
+print("identical" if a == b else f"DIFFERENT ({sum(a[k] != b.get(k) for k in a)} of {len(a)})")
+PY
+)
+echo "prefix cache: $PROMPTS prompts x $N samples, $NEW new tokens, $ROUNDS rounds"
+echo "  with the cache    ${c}s (runs: ${times[cache]})"
+echo "  without           ${n}s (runs: ${times[nocache]})"
+echo "  speed-up          $(echo "scale=2; $n / $c" | bc)x; cache hit rate $rate of prompt tokens; greedy outputs $same"
