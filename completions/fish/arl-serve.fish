@@ -22,6 +22,7 @@ complete -c arl-serve -l max-body-bytes -d 'Largest request body accepted, in by
 complete -c arl-serve -l read-timeout -d 'Seconds a client has to send a request\'s headers, and then its body; a connection that stalls longer is closed (a body that stalls gets HTTP 408), so stalled clients cannot pile up. Generation time does not count' -r
 complete -c arl-serve -l max-running-requests -d 'Sequences decoded together at most; more requests wait in a queue' -r
 complete -c arl-serve -l max-prefill-tokens -d 'Prompts admitted together are prefilled in one batched forward of at most this many (padded) tokens; a longer prompt is prefilled alone' -r
+complete -c arl-serve -l prefix-cache-slots -d 'Prefix cache: at most this many finished sequences\' KV caches are kept for reuse (they only take slots no running sequence needs; the least recently used goes first); running sequences are always sources. 0 turns the cache off' -r
 complete -c arl-serve -l random-seed -d 'Seed for requests without `sampling_seed`; default: from the clock' -r
 complete -c arl-serve -l dp-size -d 'Data-parallel replicas (SGLang\'s `--dp-size`): this many copies of the model, each with its own scheduler, KV cache and batch, behind one port; a new request goes to the least loaded. On CUDA replica i runs on `cuda:(N+i)` for `--device cuda:N`; on the CPU the replicas share the cores (by default `cores / dp-size` libtorch threads each, and one for models under 20M parameters: two replicas on two cores decode about 1.5x the tokens per second of one on the test model)' -r
 complete -c arl-serve -l cpu-threads -d 'Intra-op CPU threads for libtorch. Default on the CPU: 1 for models under 20M parameters (their decode-step kernels are too small to split: one thread was 1.3-1.4x faster than two on the test and demo models, and leaves the other cores to the rollout), otherwise libtorch\'s own choice' -r
@@ -30,6 +31,7 @@ warn\t''
 info\t''
 debug\t''
 trace\t''"
+complete -c arl-serve -l disable-radix-cache -d 'No prefix cache (SGLang\'s flag; the same as `--prefix-cache-slots 0` and no sharing between running sequences)'
 complete -c arl-serve -l log-requests -d 'Log every request as it ends at `info` (SGLang\'s `--log-requests`)'
 complete -c arl-serve -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-serve -s V -l version -d 'Print version'
