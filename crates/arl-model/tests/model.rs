@@ -359,3 +359,53 @@ fn decode_matmul_kernels_match_blas_and_follow_reload() {
     assert!(half.set_decode_matmul(DecodeMatmul::Bf16).is_err());
     assert!(half.set_decode_matmul(DecodeMatmul::Blas).is_ok());
 }
+
+/// A group's forward (the prompt once, every response on top) equals the
+/// plain forward of the `n` rows `prompt + response_i`: logits at every
+/// real position, and the gradients of every parameter.
+#[test]
+fn the_grouped_forward_equals_per_row_forwards_in_values_and_gradients() {
+    tch::set_num_threads(1);
+    for name in ["qwen2", "qwen3", "llama"] {
+        let model = Model::load(&golden(name), Device::Cpu, Kind::Float).unwrap();
+        let prompt: Vec<i64> = vec![5, 17, 3, 60, 2, 9, 44];
+        let responses: [&[i64]; 3] = [&[8, 1, 30, 12], &[7, 7], &[3, 9, 27, 6, 5]];
+        let (p, r) = (prompt.len(), 5);
+        let pad = |s: &[i64]| s.iter().copied().chain(std::iter::repeat(0)).take(r).collect::<Vec<i64>>();
+        let rows: Vec<i64> = responses.iter().flat_map(|s| prompt.iter().copied().chain(pad(s))).collect();
+        let resp: Vec<i64> = responses.iter().flat_map(|s| pad(s)).collect();
+        // Real positions, and fixed weights over the logits (the "loss").
+        let mut real = vec![0f32; 3 * (p + r)];
+        for (i, s) in responses.iter().enumerate() {
+            for j in 0..p + s.len() {
+                real[i * (p + r) + j] = 1.0;
+            }
+        }
+        let real = Tensor::from_slice(&real).view([3, (p + r) as i64, 1]);
+        tch::manual_seed(3);
+        let vocab = model.config.vocab_size as i64;
+        let w = Tensor::randn([3, (p + r) as i64, vocab], (Kind::Float, Device::Cpu));
+        let params = model.named_parameters();
+        let run = |logits: Tensor| {
+            for t in params.values() {
+                let mut g = t.grad();
+                if g.defined() {
+                    let _ = g.zero_();
+                }
+            }
+            (&logits * &w * &real).sum(Kind::Float).backward();
+            let grads: Vec<(String, Tensor)> = params.iter().map(|(k, t)| (k.clone(), t.grad().copy())).collect();
+            (logits.detach() * &real, grads)
+        };
+        let (la, ga) = run(model.forward(&Tensor::from_slice(&rows).view([3, (p + r) as i64]), None));
+        let (lb, gb) =
+            run(model.forward_grouped(&Tensor::from_slice(&prompt), &Tensor::from_slice(&resp).view([3, r as i64])));
+        let d = max_abs_diff(&la, &lb);
+        assert!(d < 1e-5, "{name}: max |Δ logits| = {d:e}");
+        for ((k, a), (_, b)) in ga.iter().zip(&gb) {
+            let scale = a.abs().max().double_value(&[]).max(1.0);
+            let d = max_abs_diff(a, b) / scale;
+            assert!(d < 1e-5, "{name}: {k}: max |Δ grad| / max |grad| = {d:e}");
+        }
+    }
+}

@@ -5,7 +5,8 @@
 //! * `attention`: q, k, v, o, RoPE, GQA — with the family-specific parts
 //!   (Qwen3's q/k norm, the biases the config gives Qwen2)
 //! * `mlp`: SwiGLU; `block`: one decoder layer of both
-//! * `model`: the [`Model`], its plain forward and inference layouts
+//! * `model`: the [`Model`], its plain forward and inference layouts;
+//!   `grouped`: the training forward of one prompt shared by a group
 //! * `checkpoint`: loading and saving HF directories ([`SaveOptions`])
 //! * `adapters`: the attached LoRA adapter and the served ones
 //! * `plan`: how a scored forward is laid out ([`Layout`]); `scores`: the LM
@@ -20,6 +21,7 @@ mod attention;
 mod block;
 mod cache;
 mod checkpoint;
+mod grouped;
 mod infer;
 mod linear;
 mod mlp;
