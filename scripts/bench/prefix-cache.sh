@@ -6,16 +6,22 @@
 # (`--disable-radix-cache`), ROUNDS times each, alternating, in the same
 # run. Prints the median wall time of each, the ratio, the cached share of
 # prompt tokens, and whether the two gave the same tokens (greedy run).
-# Target (issue 47): ≥ 3× faster with the cache.
+# Then one training step (PPO, float32, all records of TRAIN_PROMPTS
+# groups in one micro-batch) on those rollouts, with the shared prompt
+# forward (the default) and without (`--no-shared-prefix`), ROUNDS times
+# each, alternating: the median `step_time_s` of each, the ratio, and the
+# largest difference of the two steps' losses and gradient norms.
+# Targets (issue 47): rollout ≥ 3× faster with the cache, the train step
+# ≥ 2× with the shared prompt forward.
 #
-#   MODEL=~/.cache/arl/models/SmolLM2-135M-Instruct ROUNDS=3 scripts/bench/prefix-cache.sh
+#   MODEL=~/.cache/arl/models/SmolLM2-135M-Instruct ROUNDS=3 TRAIN_PROMPTS=4 scripts/bench/prefix-cache.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/bench/lib/cpu.sh; bench_machine
 . scripts/env.sh
 MODEL=${MODEL:-$ARL_CACHE/models/SmolLM2-135M-Instruct}
-ROUNDS=${ROUNDS:-3}; PROMPTS=${PROMPTS:-16}; N=${N:-8}; NEW=${NEW:-64}
-cargo build --release --quiet -p arl-serve -p arl-rollout
+ROUNDS=${ROUNDS:-3}; PROMPTS=${PROMPTS:-16}; N=${N:-8}; NEW=${NEW:-64}; TRAIN_PROMPTS=${TRAIN_PROMPTS:-4}
+cargo build --release --quiet -p arl-serve -p arl-rollout -p arl-advantage -p arl-train
 B=target/release
 W=$(mktemp -d "${TMPDIR:-/tmp}/arl-prefix.XXXXXX")
 SERVER=
@@ -78,3 +84,45 @@ echo "prefix cache: $PROMPTS prompts x $N samples, $NEW new tokens, $ROUNDS roun
 echo "  with the cache    ${c}s (runs: ${times[cache]})"
 echo "  without           ${n}s (runs: ${times[nocache]})"
 echo "  speed-up          $(echo "scale=2; $n / $c" | bc)x; cache hit rate $rate of prompt tokens; greedy outputs $same"
+
+# The train step on the first TRAIN_PROMPTS groups of the sampled rollouts,
+# rewards drawn per record (seeded) so that every group has an advantage.
+"$ARL_PYTHON" - "$W/cache.1.jsonl" "$TRAIN_PROMPTS" "$W/scored.jsonl" <<'PY'
+import json, random, sys
+keep = {f"p{k}" for k in range(int(sys.argv[2]))}
+rng = random.Random(7)
+with open(sys.argv[3], "w") as f:
+    for r in map(json.loads, open(sys.argv[1])):
+        if r["prompt_id"] in keep:
+            r["reward"] = float(rng.random() < 0.5)
+            f.write(json.dumps(r) + "\n")
+PY
+"$B/arl-advantage" --estimator grpo -i "$W/scored.jsonl" -o "$W/train.jsonl"
+records=$(wc -l <"$W/train.jsonl")
+train() { # $1: metrics file; rest: flags
+  local m=$1; shift
+  "$B/arl-train" --model "$MODEL" -i "$W/train.jsonl" --global-batch-size "$records" \
+    --max-tokens-per-micro-batch 65536 --precision fp32 --metrics "$m" -q "$@"
+}
+declare -A steps
+for r in $(seq "$ROUNDS"); do
+  train "$W/shared.$r.m.jsonl"
+  train "$W/plain.$r.m.jsonl" --no-shared-prefix
+  for mode in shared plain; do
+    steps[$mode]+="$("$ARL_PYTHON" -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['step_time_s'])" "$W/$mode.$r.m.jsonl") "
+  done
+done
+s=$(echo "${steps[shared]}" | median); p=$(echo "${steps[plain]}" | median)
+diff=$("$ARL_PYTHON" - "$W" "$ROUNDS" <<'PY'
+import json, sys
+w, rounds = sys.argv[1], int(sys.argv[2])
+one = lambda p: json.loads(open(p).readline())
+d = [max(abs(one(f"{w}/shared.{r}.m.jsonl")[k] - one(f"{w}/plain.{r}.m.jsonl")[k]) for r in range(1, rounds + 1)) for k in ("loss", "grad_norm")]
+m = one(f"{w}/shared.1.m.jsonl")
+print(f"max |d loss| {d[0]:.2e}, max |d grad_norm| {d[1]:.2e} (loss {m['loss']:.6f}, grad_norm {m['grad_norm']:.6f}, {m['tokens']} tokens)")
+PY
+)
+echo "train step: $records records ($TRAIN_PROMPTS prompts x $N samples), one micro-batch, fp32, $ROUNDS rounds"
+echo "  shared prompt forward  ${s}s (steps: ${steps[shared]})"
+echo "  every row whole        ${p}s (steps: ${steps[plain]})"
+echo "  speed-up               $(echo "scale=2; $p / $s" | bc)x; $diff"

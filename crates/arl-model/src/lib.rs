@@ -19,5 +19,5 @@ pub mod weights;
 pub use config::{Family, ModelConfig, RopeScaling};
 pub use gemv::DecodeMatmul;
 pub use lora::LoraConfig;
-pub use net::{token_logprobs, EntropyMode, HeadOptions, KvCache, Layout, Model, SaveOptions, TokenScores};
+pub use net::{token_logprobs, EntropyMode, HeadOptions, KvCache, Layout, Model, PrefixRun, SaveOptions, TokenScores};
 pub use onednn::CpuMatmul;

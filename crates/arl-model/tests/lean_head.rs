@@ -3,8 +3,9 @@
 //! entropy formula, autograd through all of it: the same log-probs and
 //! entropies, and the same gradients on every parameter, for several chunk
 //! sizes, with and without skipped positions, checkpointed or not, padded
-//! or packed (the rows concatenated without their padding).
-use arl_model::{token_logprobs, EntropyMode, HeadOptions, Layout, Model};
+//! or packed (the rows concatenated without their padding), or grouped (a
+//! shared prefix run once for its rows).
+use arl_model::{token_logprobs, EntropyMode, HeadOptions, Layout, Model, PrefixRun};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
@@ -156,4 +157,98 @@ fn packed_features_equal_padded_ones() {
             assert_eq!(a.narrow(0, l as i64, 9 - l as i64).abs().max().double_value(&[]), 0.0);
         }
     }
+}
+
+/// Rows [B, T] of three runs: rows 0-2 share 7 tokens (row 2 one more, its
+/// run's prefix stays 7), rows 3-4 share 4, row 5 stands alone; right-padded.
+fn grouped_rows(v: i64) -> (Tensor, Vec<usize>, Vec<PrefixRun>) {
+    let lens = vec![11usize, 9, 12, 6, 8, 5];
+    let t = 12;
+    let r = Tensor::randint(v, [6, t], (Kind::Int64, Device::Cpu));
+    let mut ids = Vec::<i64>::try_from(&r.view([-1])).unwrap();
+    let t = t as usize;
+    for (rows, p) in [(0..3, 7), (3..5, 4)] {
+        let first = rows.start;
+        for i in rows.skip(1) {
+            for j in 0..p {
+                ids[i * t + j] = ids[first * t + j];
+            }
+        }
+    }
+    ids[2 * t + 7] = ids[7]; // row 2 shares one more token with row 0
+    for (i, &l) in lens.iter().enumerate() {
+        ids[i * t + l..(i + 1) * t].iter_mut().for_each(|x| *x = 0);
+    }
+    let runs =
+        vec![PrefixRun { rows: 3, prefix: 7 }, PrefixRun { rows: 2, prefix: 4 }, PrefixRun { rows: 1, prefix: 0 }];
+    (Tensor::from_slice(&ids).view([6, t as i64]), lens, runs)
+}
+
+/// A group's prefix run once ([`Layout::Grouped`]) gives the packed rows'
+/// log-probs, entropies, hidden states and the gradient of every parameter
+/// (the prefix's from all its rows), scored everywhere or only on the
+/// responses, checkpointed or not, in every family (GQA folds the mask).
+#[test]
+fn a_shared_prefix_run_once_equals_every_row_run_whole() {
+    tch::manual_seed(4);
+    for name in ["qwen2", "qwen3", "llama"] {
+        let dir = golden(name);
+        let base = Model::load(&dir, Device::Cpu, Kind::Float).unwrap();
+        let (ids, lens, runs) = grouped_rows(base.config.vocab_size as i64);
+        let t = ids.size()[1];
+        // Responses from each run's prefix on (position p scores token p+1).
+        let mut m = vec![0f32; 6 * (t as usize - 1)];
+        let starts = [7usize, 7, 7, 4, 4, 3];
+        for (i, (&s, &l)) in starts.iter().zip(&lens).enumerate() {
+            m[i * (t as usize - 1) + s - 1..i * (t as usize - 1) + l - 1].iter_mut().for_each(|x| *x = 1.0);
+        }
+        let resp = Tensor::from_slice(&m).view([6, t - 1]);
+        let w = Tensor::randn([6, t - 1], (Kind::Float, Device::Cpu));
+        let o = HeadOptions { temperature: 0.7, chunk_tokens: 5, entropy: EntropyMode::Grad };
+        let grouped = Layout::Grouped { lens: &lens, runs: &runs };
+        for (needed, checkpointed) in [(false, false), (true, false), (true, true)] {
+            let sel = needed.then_some(&resp);
+            // Scored positions: real ones (every one, or the responses').
+            let mut real = vec![0f32; 6 * (t as usize - 1)];
+            for (i, &l) in lens.iter().enumerate() {
+                real[i * (t as usize - 1)..i * (t as usize - 1) + l - 1].iter_mut().for_each(|x| *x = 1.0);
+            }
+            let keep = if needed { resp.shallow_clone() } else { Tensor::from_slice(&real).view([6, t - 1]) };
+            let (a, b) = (
+                Model::load(&dir, Device::Cpu, Kind::Float).unwrap(),
+                Model::load(&dir, Device::Cpu, Kind::Float).unwrap(),
+            );
+            let (sa, sb) =
+                (a.token_scores(&ids, sel, Layout::Packed(&lens), &o), b.token_scores(&ids, sel, grouped, &o));
+            let d = max_rel(&(&sb.logp * &keep), &(&sa.logp * &keep));
+            let de = max_rel(&(sb.entropy.unwrap() * &keep), &(sa.entropy.unwrap() * &keep));
+            assert!(d < 1e-5 && de < 1e-5, "{name} needed {needed}: log-probs {d:e}, entropy {de:e}");
+            let run = |m: &Model, layout| {
+                m.forward_backward_lean(&ids, sel, layout, &o, checkpointed, |sc| {
+                    Ok(loss(&sc.logp, sc.entropy.as_ref(), &w, &keep))
+                })
+                .unwrap();
+                grads(m)
+            };
+            let (ga, gb) = (run(&a, Layout::Packed(&lens)), run(&b, grouped));
+            for (k, want) in &ga {
+                let d = max_rel(&gb[k], want);
+                assert!(d < 1e-5, "{name} needed {needed} checkpointed {checkpointed}: `{k}` differs by {d:e}");
+            }
+        }
+        let (fa, fb) =
+            tch::no_grad(|| (base.features_in(&ids, Layout::Packed(&lens)), base.features_in(&ids, grouped)));
+        assert!(max_rel(&fb, &fa) < 1e-5, "{name}: hidden states");
+    }
+}
+
+/// A run whose rows do not all share its prefix is refused, not mis-scored.
+#[test]
+#[should_panic(expected = "shares its run's prefix")]
+fn a_run_whose_rows_differ_in_the_prefix_is_refused() {
+    let model = Model::load(&golden("qwen2"), Device::Cpu, Kind::Float).unwrap();
+    let ids = Tensor::from_slice(&[1i64, 2, 3, 4, 1, 2, 9, 4]).view([2, 4]);
+    let runs = [PrefixRun { rows: 2, prefix: 3 }];
+    let o = HeadOptions { temperature: 1.0, chunk_tokens: 0, entropy: EntropyMode::Off };
+    model.token_scores(&ids, None, Layout::Grouped { lens: &[4, 4], runs: &runs }, &o);
 }

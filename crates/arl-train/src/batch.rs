@@ -2,9 +2,10 @@
 //! right-padded ids and attention masks, per-response-token lists aligned to
 //! next-token positions, and scoring samples under a model (old-policy and
 //! reference log-probs, `arl-train logprobs`) through the chunked LM head.
-use super::{pack, pack_tokens, Sample};
+use super::micro::{micro_batches, shard_groups, Batching};
+use super::Sample;
 use arl_dist::Collective;
-use arl_model::{EntropyMode, HeadOptions, Layout, Model};
+use arl_model::{EntropyMode, HeadOptions, Model};
 use tch::{Device, Tensor};
 
 /// ids and attention mask [B, T] of right-padded samples, and T (at least 2).
@@ -62,7 +63,7 @@ pub(crate) struct Batch {
     pub reference: Option<Tensor>,
     /// Non-pad tokens, for tokens/s.
     pub tokens: usize,
-    /// Each sample's length (for [`Layout::Packed`]).
+    /// Each sample's length (for the packed layouts).
     pub lens: Vec<usize>,
 }
 
@@ -89,27 +90,24 @@ pub(crate) struct ScoreOptions {
     pub temperature: f64,
     /// Positions through the LM head at a time (0: automatic).
     pub chunk_tokens: usize,
-    /// Samples concatenated without padding ([`Layout::Packed`]), `budget`
-    /// counting real tokens; else padded rows, `budget` counting padding.
-    pub packed: bool,
+    /// How the micro-batches run (and what `budget` counts).
+    pub batching: Batching,
 }
 
 /// Response-token log-probs of every sample under `model` (no gradient),
 /// the LM head in chunks over the response positions only.
 pub(crate) fn score(model: &Model, samples: &[&Sample], budget: usize, o: &ScoreOptions) -> Vec<Vec<f32>> {
-    let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let order: Vec<usize> = (0..samples.len()).collect();
     let mut out = vec![vec![]; samples.len()];
     let head = HeadOptions { temperature: o.temperature, chunk_tokens: o.chunk_tokens, entropy: EntropyMode::Off };
-    let groups = if o.packed { pack_tokens(&order, &lens, budget) } else { pack(&order, &lens, budget) };
-    for mb in groups {
-        let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
+    for mb in micro_batches(o.batching, &order, |i| samples[i], budget) {
+        let group: Vec<&Sample> = mb.items.iter().map(|&i| samples[i]).collect();
         let (ids, _, t) = padded(&group, model.device());
         let needed = response_positions(&group, t, model.device());
         let glens: Vec<usize> = group.iter().map(|s| s.tokens.len()).collect();
-        let layout = if o.packed { Layout::Packed(&glens) } else { Layout::Padded };
-        let lp = model.token_scores(&ids, Some(&needed), layout, &head).logp.to_device(Device::Cpu);
-        for (b, &i) in mb.iter().enumerate() {
+        let lp =
+            model.token_scores(&ids, Some(&needed), mb.layout(o.batching, &glens), &head).logp.to_device(Device::Cpu);
+        for (b, &i) in mb.items.iter().enumerate() {
             let s = samples[i];
             let row = lp.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
             out[i] = Vec::<f32>::try_from(&row).unwrap_or_default();
@@ -133,7 +131,11 @@ pub(crate) fn score_shared(
     }
     let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
     let all: Vec<usize> = (0..samples.len()).collect();
-    let mine = arl_dist::shard(&all, &lens, comm.size()).swap_remove(comm.rank());
+    let mine = match o.batching {
+        Batching::SharedPrefix => shard_groups(&all, |i| samples[i], comm.size()),
+        _ => arl_dist::shard(&all, &lens, comm.size()),
+    }
+    .swap_remove(comm.rank());
     let group: Vec<&Sample> = mine.iter().map(|&i| samples[i]).collect();
     let lps = score(model, &group, budget, o);
     let mut offsets = Vec::with_capacity(samples.len() + 1);

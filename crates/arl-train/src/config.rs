@@ -137,6 +137,9 @@ pub struct TrainConfig {
     pub max_tokens_per_micro_batch: usize,
     /// Micro-batches packed without padding ([`arl_model::Layout::Packed`]).
     pub packing: bool,
+    /// Packed samples that share their prompt run their common prefix once
+    /// ([`arl_model::Layout::Grouped`]); needs `packing`.
+    pub shared_prefix: bool,
     pub epochs: u64,
     pub shuffle: bool,
 
@@ -180,6 +183,18 @@ pub struct TrainConfig {
     /// with an adapter directory as `model` continues that adapter.
     pub lora: Option<arl_model::LoraConfig>,
     pub input: InputSpec,
+}
+
+impl TrainConfig {
+    /// How the micro-batches run: `--no-packing`, `--no-shared-prefix`, or both on.
+    pub fn batching(&self) -> crate::micro::Batching {
+        use crate::micro::Batching;
+        match (self.packing, self.shared_prefix) {
+            (false, _) => Batching::Padded,
+            (true, false) => Batching::Packed,
+            (true, true) => Batching::SharedPrefix,
+        }
+    }
 }
 
 /// PPO's critic, trained alongside the policy (`--train-critic`).
@@ -246,8 +261,21 @@ pub struct ScoreConfig {
     pub max_tokens_per_micro_batch: usize,
     /// Positions through the LM head at a time (0: automatic; `logprobs` only).
     pub logprob_chunk_tokens: usize,
+    /// Samples that share their prompt run its prefix once (else packed alone).
+    pub shared_prefix: bool,
     pub device: DeviceSpec,
     pub threads: usize,
     pub input: InputSpec,
     pub output: OutputSpec,
+}
+
+impl ScoreConfig {
+    /// How the scoring passes run: packed, with or without the shared prefix.
+    pub fn batching(&self) -> crate::micro::Batching {
+        if self.shared_prefix {
+            crate::micro::Batching::SharedPrefix
+        } else {
+            crate::micro::Batching::Packed
+        }
+    }
 }

@@ -22,9 +22,10 @@
 //! token 0 and the reward on the last token.
 use super::batch::{aligned, padded};
 use super::checkpoint;
+use super::micro::{micro_batches, Batching};
 use super::optim::{AdamW, AdamWConfig};
 use super::value_loss::{explained_variance, value_loss};
-use super::{pack, pack_tokens, Sample};
+use super::Sample;
 use crate::config::{CriticConfig, ScoreConfig, TOOL};
 use anyhow::{bail, Context, Result};
 use arl_model::{Layout, Model, ModelConfig, SaveOptions};
@@ -180,18 +181,18 @@ impl Critic {
         p
     }
 
-    /// Response-token values of every sample (no gradient), one per response token.
-    pub fn score(&self, samples: &[&Sample], budget: usize) -> Vec<Vec<f32>> {
-        let lens: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+    /// Response-token values of every sample (no gradient), one per
+    /// response token, in micro-batches of `budget` run as `batching` says.
+    pub fn score(&self, samples: &[&Sample], budget: usize, batching: Batching) -> Vec<Vec<f32>> {
         let order: Vec<usize> = (0..samples.len()).collect();
         let mut out = vec![vec![]; samples.len()];
         tch::no_grad(|| {
-            for mb in pack_tokens(&order, &lens, budget) {
-                let group: Vec<&Sample> = mb.iter().map(|&i| samples[i]).collect();
+            for mb in micro_batches(batching, &order, |i| samples[i], budget) {
+                let group: Vec<&Sample> = mb.items.iter().map(|&i| samples[i]).collect();
                 let (ids, _, _) = padded(&group, self.model.device());
                 let glens: Vec<usize> = group.iter().map(|s| s.tokens.len()).collect();
-                let v = self.values(&ids, Layout::Packed(&glens)).to_device(Device::Cpu);
-                for (b, &i) in mb.iter().enumerate() {
+                let v = self.values(&ids, mb.layout(batching, &glens)).to_device(Device::Cpu);
+                for (b, &i) in mb.items.iter().enumerate() {
                     let s = samples[i];
                     let row = v.get(b as i64).narrow(0, s.prompt_len as i64 - 1, s.response_len() as i64);
                     out[i] = Vec::<f32>::try_from(&row).unwrap_or_default();
@@ -233,8 +234,8 @@ pub struct CriticTrainer {
     clip: Option<f64>,
     clip_grad: f64,
     budget: usize,
-    /// Packed micro-batches (`--no-packing` off).
-    packing: bool,
+    /// How the micro-batches run (as the policy's).
+    batching: Batching,
     dest: PathBuf,
 }
 
@@ -247,7 +248,7 @@ impl CriticTrainer {
         opt_cfg: AdamWConfig,
         clip_grad: f64,
         budget: usize,
-        packing: bool,
+        batching: Batching,
         device: Device,
         kind: Kind,
     ) -> Result<CriticTrainer> {
@@ -261,7 +262,7 @@ impl CriticTrainer {
             let st: CriticState = serde_json::from_str(&text).with_context(|| format!("`{}`", state.display()))?;
             opt.load(&src.join("trainer_state").join("optimizer.safetensors"), st.step)?;
         }
-        Ok(CriticTrainer { critic, opt, lr: a.lr, clip: a.value_clip, clip_grad, budget, packing, dest })
+        Ok(CriticTrainer { critic, opt, lr: a.lr, clip: a.value_clip, clip_grad, budget, batching, dest })
     }
 
     /// One critic optimizer step on the samples `chunk`, token-mean of the
@@ -278,13 +279,12 @@ impl CriticTrainer {
         self.opt.zero_grad();
         let mut by_len = chunk.to_vec();
         by_len.sort_by_key(|&i| lens[i]);
-        let groups =
-            if self.packing { pack_tokens(chunk, lens, self.budget) } else { pack(&by_len, lens, self.budget) };
-        for mb in groups {
-            let group: Vec<&Sample> = mb.iter().map(|&i| &samples[i]).collect();
+        let order = if self.batching == Batching::Padded { &by_len } else { chunk };
+        for mb in micro_batches(self.batching, order, |i| &samples[i], self.budget) {
+            let group: Vec<&Sample> = mb.items.iter().map(|&i| &samples[i]).collect();
             let (ids, _, t) = padded(&group, device);
             let glens: Vec<usize> = group.iter().map(|s| s.tokens.len()).collect();
-            let layout = if self.packing { Layout::Packed(&glens) } else { Layout::Padded };
+            let layout = mb.layout(self.batching, &glens);
             let mask = aligned(&group, t, device, |s| Some(&s.loss_mask)).expect("always present");
             let ret = aligned(&group, t, device, |s| s.returns.as_deref()).expect("checked by check_sample");
             let v = self.critic.values(&ids, layout).narrow(1, 0, t as i64 - 1);
@@ -361,7 +361,7 @@ pub fn values(a: &ScoreConfig) -> Result<std::process::ExitCode> {
     super::score::annotate(
         &a.input,
         &a.output,
-        |refs| critic.score(refs, a.max_tokens_per_micro_batch),
+        |refs| critic.score(refs, a.max_tokens_per_micro_batch, a.batching()),
         |r, v| r.values = Some(v),
     )
 }

@@ -1,7 +1,7 @@
 //! The trainer behind `arl-train`, a library over validated configurations
 //! (`config`): records → samples and micro-batch packing (here), padded
 //! batches and scoring (`batch`), losses (`loss`, `value_loss`), one
-//! optimizer step (`step`), AdamW and schedules (`optim`), atomic
+//! optimizer step (`step`), micro-batches and their layout (`micro`), AdamW and schedules (`optim`), atomic
 //! checkpoints and the resume state (`checkpoint`), the training run, `init`
 //! (`run`), scoring records for `logprobs` and `values` (`score`), PPO's
 //! critic (`critic`), and SFT's tokenisation
@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod critic;
 pub mod loss;
+pub mod micro;
 pub mod optim;
 pub mod run;
 pub mod score;

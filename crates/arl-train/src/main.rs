@@ -247,6 +247,15 @@ pub struct TrainArgs {
     #[arg(long, help_heading = "Batching")]
     pub no_packing: bool,
 
+    /// Run every sample's prompt on its own: by default the packed samples
+    /// that share their prompt (a GRPO group) are kept in one micro-batch and
+    /// their common prefix runs through the model once, each response
+    /// attending to its keys and values (the same log-probs and gradients;
+    /// the budget counts the positions that run). Also for the log-prob
+    /// passes (`--recompute-old-logprobs`, `--ref-model`) and the critic
+    #[arg(long, help_heading = "Batching")]
+    pub no_shared_prefix: bool,
+
     /// Passes over the input
     #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Batching")]
     pub epochs: u64,
@@ -480,6 +489,10 @@ pub struct LogprobsArgs {
     /// Positions through the LM head at a time (0: about 256 MB of float32 logits a chunk)
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub logprob_chunk_tokens: usize,
+    /// Run every sample's prompt on its own (by default samples that share
+    /// their prompt run it once: the same values)
+    #[arg(long)]
+    pub no_shared_prefix: bool,
     /// `cpu`, `cuda` or `cuda:N`
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -502,6 +515,10 @@ pub struct ValuesArgs {
     /// Token budget of one forward batch
     #[arg(long, default_value_t = 8192, value_name = "TOKENS")]
     pub max_tokens_per_micro_batch: usize,
+    /// Run every sample's prompt on its own (by default samples that share
+    /// their prompt run it once: the same values)
+    #[arg(long)]
+    pub no_shared_prefix: bool,
     /// `cpu`, `cuda` or `cuda:N`
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -647,6 +664,7 @@ impl TrainArgs {
             global_batch_size: self.global_batch_size,
             max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
             packing: !self.no_packing,
+            shared_prefix: !self.no_shared_prefix,
             epochs: self.epochs,
             shuffle: self.shuffle,
             lr: self.lr,
@@ -717,6 +735,7 @@ impl LogprobsArgs {
             temperature: self.temperature,
             max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
             logprob_chunk_tokens: self.logprob_chunk_tokens,
+            shared_prefix: !self.no_shared_prefix,
             device: device(&self.device)?,
             threads: self.threads,
             input: self.input.spec()?,
@@ -735,6 +754,7 @@ impl ValuesArgs {
             temperature: 1.0,
             max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
             logprob_chunk_tokens: 0,
+            shared_prefix: !self.no_shared_prefix,
             device: device(&self.device)?,
             threads: self.threads,
             input: self.input.spec()?,

@@ -6,6 +6,7 @@
 use super::batch::{score_shared, ScoreOptions};
 use super::checkpoint::{self, plan_fingerprint, InputPosition, TrainerState};
 use super::critic::CriticTrainer;
+use super::micro::{shard_groups, Batching};
 use super::optim::{lr_at, AdamW, AdamWConfig};
 use super::step::{train_step, DataParallel};
 use super::{sample_of, set_threads, Need, Sample};
@@ -173,8 +174,11 @@ fn prepare_log_probs(
     amp: Option<AmpDtype>,
 ) -> Result<()> {
     let budget = args.max_tokens_per_micro_batch;
-    let scoring =
-        ScoreOptions { temperature: args.temperature, chunk_tokens: args.logprob_chunk_tokens, packed: args.packing };
+    let scoring = ScoreOptions {
+        temperature: args.temperature,
+        chunk_tokens: args.logprob_chunk_tokens,
+        batching: args.batching(),
+    };
     if args.kl_loss_coef != 0.0 && samples.iter().any(|s| s.ref_log_probs.is_none()) {
         let Some(ref_dir) = &args.ref_model else {
             return Err(cli::hint(
@@ -355,7 +359,7 @@ fn train_on(args: &TrainConfig, comm: &dyn Collective) -> Result<ExitCode> {
             adam,
             args.clip_grad,
             args.max_tokens_per_micro_batch,
-            args.packing,
+            args.batching(),
             device,
             kind,
         )?),
@@ -501,7 +505,11 @@ impl Trainer<'_> {
         let t0 = Instant::now();
         let lr = lr_at(step, args.lr, args.min_lr, args.lr_warmup_steps, decay_steps, args.lr_schedule);
         // This rank's token-balanced share of the global batch.
-        let mine = arl_dist::shard(chunk, self.lens, world).swap_remove(rank);
+        let mine = match args.batching() {
+            Batching::SharedPrefix => shard_groups(chunk, |i| &self.samples[i], world),
+            _ => arl_dist::shard(chunk, self.lens, world),
+        }
+        .swap_remove(rank);
         // LoRA dropout draws from libtorch's generator, seeded per step:
         // a resumed run draws the masks the uninterrupted one draws.
         if self.model.lora_config().is_some_and(|l| l.dropout > 0.0) {

@@ -17,7 +17,11 @@ pub fn logprobs(a: &ScoreConfig) -> Result<ExitCode> {
         &a.input,
         &a.output,
         |refs| {
-            let o = ScoreOptions { temperature: a.temperature, chunk_tokens: a.logprob_chunk_tokens, packed: true };
+            let o = ScoreOptions {
+                temperature: a.temperature,
+                chunk_tokens: a.logprob_chunk_tokens,
+                batching: a.batching(),
+            };
             score(&model, refs, a.max_tokens_per_micro_batch, &o)
         },
         |r, lp| r.ref_log_probs = Some(lp),

@@ -5,12 +5,13 @@
 use super::batch::Batch;
 use super::config::{LossKind, TrainConfig, TOOL};
 use super::loss::{self, PolicyLoss};
+use super::micro::{micro_batches, Batching};
 use super::optim::AdamW;
-use super::{pack, pack_tokens, Sample};
+use super::Sample;
 use anyhow::{Context, Result};
 use arl_core::cli;
 use arl_dist::{grads::GradSync, zero::Zero, Collective};
-use arl_model::{EntropyMode, HeadOptions, Layout, Model, TokenScores};
+use arl_model::{EntropyMode, HeadOptions, Model, TokenScores};
 use serde_json::{json, Value};
 use tch::{Kind, Tensor};
 
@@ -170,22 +171,19 @@ pub(crate) fn train_step(
         chunk_tokens: args.logprob_chunk_tokens,
         entropy: if rl && args.entropy_coef != 0.0 { EntropyMode::Grad } else { EntropyMode::Value },
     };
+    let batching = args.batching();
     let mut by_len = chunk.to_vec();
     by_len.sort_by_key(|&i| lens[i]);
-    let groups = if args.packing {
-        pack_tokens(chunk, lens, args.max_tokens_per_micro_batch)
-    } else {
-        pack(&by_len, lens, args.max_tokens_per_micro_batch)
-    };
-    for mb in groups {
-        let group: Vec<&Sample> = mb.iter().map(|&i| &samples[i]).collect();
+    let order = if batching == Batching::Padded { &by_len } else { chunk };
+    for mb in micro_batches(batching, order, |i| &samples[i], args.max_tokens_per_micro_batch) {
+        let group: Vec<&Sample> = mb.items.iter().map(|&i| &samples[i]).collect();
         let batch = Batch::new(&group, model.device());
         s.all_tokens += batch.tokens;
         // Log-probs and entropy through the chunked LM head, at the response
         // positions only (every loss and statistic reads them through the
         // loss mask; other positions read 0).
         let needed = batch.mask.gt(0.0);
-        let layout = if args.packing { Layout::Packed(&batch.lens) } else { Layout::Padded };
+        let layout = mb.layout(batching, &batch.lens);
         model.forward_backward_lean(
             &batch.ids,
             Some(&needed),

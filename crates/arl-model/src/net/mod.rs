@@ -5,8 +5,7 @@
 //! * `attention`: q, k, v, o, RoPE, GQA — with the family-specific parts
 //!   (Qwen3's q/k norm, the biases the config gives Qwen2)
 //! * `mlp`: SwiGLU; `block`: one decoder layer of both
-//! * `model`: the [`Model`], its plain forward and inference layouts;
-//!   `grouped`: the training forward of one prompt shared by a group
+//! * `model`: the [`Model`], its plain forward and inference layouts
 //! * `checkpoint`: loading and saving HF directories ([`SaveOptions`])
 //! * `adapters`: the attached LoRA adapter and the served ones
 //! * `plan`: how a scored forward is laid out ([`Layout`]); `scores`: the LM
@@ -21,7 +20,6 @@ mod attention;
 mod block;
 mod cache;
 mod checkpoint;
-mod grouped;
 mod infer;
 mod linear;
 mod mlp;
@@ -34,5 +32,5 @@ mod scores;
 pub use cache::KvCache;
 pub use checkpoint::SaveOptions;
 pub use model::Model;
-pub use plan::Layout;
+pub use plan::{Layout, PrefixRun};
 pub use scores::{token_logprobs, EntropyMode, HeadOptions, TokenScores};
