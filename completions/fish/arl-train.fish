@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_arl_train_global_optspecs
-    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= no-packing epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= logprob-chunk-tokens= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= zero-stage= train-critic critic= critic-save= critic-lr= value-clip= lora-rank= lora-alpha= lora-dropout= lora-targets= i/input= on-error= rejects= q/quiet h/help V/version
+    string join \n model= save= save-interval= keep-last= resume save-dtype= max-shard-size= loss= policy-loss= eps-clip= eps-clip-high= eps-clip-c= recompute-old-logprobs temperature= ref-model= kl-loss-coef= kl-loss-type= entropy-coef= tis-clip= opsm-delta= loss-agg= loss-agg-horizon= global-batch-size= max-tokens-per-micro-batch= no-packing no-shared-prefix epochs= shuffle lr= min-lr= lr-warmup-steps= lr-schedule= max-steps= lr-decay-steps= weight-decay= adam-beta1= adam-beta2= adam-eps= clip-grad= device= precision= threads= logprob-chunk-tokens= gradient-checkpointing seed= metrics= nproc= collective-timeout= allreduce-bucket-mb= zero-stage= train-critic critic= critic-save= critic-lr= value-clip= lora-rank= lora-alpha= lora-dropout= lora-targets= i/input= on-error= rejects= q/quiet h/help V/version
 end
 
 function __fish_arl_train_needs_command
@@ -95,6 +95,7 @@ complete -c arl-train -n "__fish_arl_train_needs_command" -l rejects -d 'File th
 complete -c arl-train -n "__fish_arl_train_needs_command" -l resume -d 'Continue from `--model`\'s trainer state (optimizer moments, step counter, schedule position), as written by an earlier `arl-train --save`'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l recompute-old-logprobs -d 'Recompute the old-policy log-probs with `--model` before the first update (otherwise they are the records\' `rollout_log_probs`)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l no-packing -d 'Pad micro-batches to their longest sample instead of packing: by default the samples of a micro-batch run concatenated, positions restarting and attention kept within each sample (the same values, without computing on padding)'
+complete -c arl-train -n "__fish_arl_train_needs_command" -l no-shared-prefix -d 'Run every sample\'s prompt on its own: by default the packed samples that share their prompt (a GRPO group) are kept in one micro-batch and their common prefix runs through the model once, each response attending to its keys and values (the same log-probs and gradients; the budget counts the positions that run). Also for the log-prob passes (`--recompute-old-logprobs`, `--ref-model`) and the critic'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l shuffle -d 'Shuffle the records each epoch (seeded by `--seed`)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l gradient-checkpointing -d 'Activation checkpointing: keep only each block\'s input during the forward and recompute the block in the backward (less memory, ~1 more forward)'
 complete -c arl-train -n "__fish_arl_train_needs_command" -l train-critic -d 'Also train the critic, one optimizer step per policy step on the same records: ½·max((V−R)², (clip(V, V_old±EPS)−R)²) on trainable tokens (`loss_mask` 1), token mean, against `returns`, with V_old the records\' `values`. Adds `value_loss`, `value_clipfrac` and `value_explained_var` (1 − Var(R−V_old)/Var(R)) to the metrics. The critic is saved to `--critic-save` (with its AdamW state) before the policy is saved'
@@ -132,6 +133,7 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l rejects
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
 parquet\t''"
+complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -l no-shared-prefix -d 'Run every sample\'s prompt on its own (by default samples that share their prompt run it once: the same values)'
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-train -n "__fish_arl_train_using_subcommand logprobs" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l critic -d 'The critic: a critic checkpoint (`arl-train --train-critic --critic-save`), or a policy checkpoint (its weights with a zero value head, so every value is 0)' -r -F
@@ -145,6 +147,7 @@ complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l rejects -
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s o -l output -d 'Output file, written atomically (temporary name, renamed when complete); none or `-` writes stdout' -r -F
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l format -d 'Output format; default: from the output\'s extension (`.parquet` → Parquet), JSONL otherwise and on stdout' -r -f -a "jsonl\t''
 parquet\t''"
+complete -c arl-train -n "__fish_arl_train_using_subcommand values" -l no-shared-prefix -d 'Run every sample\'s prompt on its own (by default samples that share their prompt run it once: the same values)'
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s q -l quiet -d 'No progress bar and no summary on stderr'
 complete -c arl-train -n "__fish_arl_train_using_subcommand values" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c arl-train -n "__fish_arl_train_using_subcommand convert" -l out -d 'The model directory to create (must not exist, or be empty)' -r -F

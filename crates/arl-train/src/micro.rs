@@ -237,7 +237,7 @@ mod tests {
             // Shuffle so that a group's samples are not adjacent.
             let mut order: Vec<usize> = (0..samples.len()).collect();
             for i in (1..order.len()).rev() {
-                order.swap(i, rng.range(0, i as i64 + 1) as usize);
+                order.swap(i, rng.range(0, i as i64) as usize);
             }
             let budget = rng.range(10, 200) as usize;
             let mbs = micro_batches(Batching::SharedPrefix, &order, |i| &samples[i], budget);
