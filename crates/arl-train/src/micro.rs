@@ -230,7 +230,7 @@ mod tests {
                 for _ in 0..rng.range(1, 9) {
                     let r = rng.range(0, 20) as usize;
                     let mut t = prompt.clone();
-                    t.extend((0..r).map(|_| rng.range(0, 3) as i64));
+                    t.extend((0..r).map(|_| rng.range(0, 3)));
                     samples.push(sample(t, p));
                 }
             }
