@@ -80,18 +80,7 @@ pub fn micro_batches<'s>(
         Batching::Packed => return plain(pack_tokens(&positions, &dense, budget)),
         Batching::SharedPrefix => {}
     }
-    // Groups by prompt, in order of first appearance.
-    let mut groups: Vec<Vec<usize>> = vec![];
-    let mut index: HashMap<&[i64], usize> = HashMap::new();
-    for &i in order {
-        let s = sample(i);
-        let key = &s.tokens[..s.prompt_len];
-        let g = *index.entry(key).or_insert_with(|| {
-            groups.push(vec![]);
-            groups.len() - 1
-        });
-        groups[g].push(i);
-    }
+    let groups = by_prompt(order, &sample);
     // Parts within the budget, each with its prefix and cost: a sample joins
     // the current part while the part's positions stay within the budget.
     let mut parts: Vec<(Vec<usize>, usize, usize)> = vec![];
@@ -144,16 +133,7 @@ pub fn micro_batches<'s>(
 /// first to the least loaded rank; each rank's list keeps `chunk`'s order.
 pub fn shard_groups<'s>(chunk: &[usize], sample: impl Fn(usize) -> &'s Sample, world: usize) -> Vec<Vec<usize>> {
     let world = world.max(1);
-    let mut groups: Vec<Vec<usize>> = vec![];
-    let mut index: HashMap<&[i64], usize> = HashMap::new();
-    for &i in chunk {
-        let s = sample(i);
-        let g = *index.entry(&s.tokens[..s.prompt_len]).or_insert_with(|| {
-            groups.push(vec![]);
-            groups.len() - 1
-        });
-        groups[g].push(i);
-    }
+    let groups = by_prompt(chunk, &sample);
     let units: Vec<(Vec<usize>, usize, usize)> = if groups.len() >= 2 * world {
         groups.into_iter().map(|g| part(g, &sample)).collect()
     } else {
@@ -180,6 +160,22 @@ pub fn shard_groups<'s>(chunk: &[usize], sample: impl Fn(usize) -> &'s Sample, w
         out[owner[&i]].push(i);
     }
     out
+}
+
+/// The samples `order` grouped by their prompt tokens, groups in order of
+/// first appearance, each in `order`'s order.
+fn by_prompt<'s>(order: &[usize], sample: &impl Fn(usize) -> &'s Sample) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = vec![];
+    let mut index: HashMap<&[i64], usize> = HashMap::new();
+    for &i in order {
+        let s = sample(i);
+        let g = *index.entry(&s.tokens[..s.prompt_len]).or_insert_with(|| {
+            groups.push(vec![]);
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    groups
 }
 
 /// A part of a group: its samples, their shared prefix (the longest common
