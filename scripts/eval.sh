@@ -105,7 +105,9 @@ for b in "${benches[@]}"; do
   lim=(); [ -n "${LIMIT:-}" ] && lim=(-n "$LIMIT")
   set -- $B/arl-tasks import "$b" "${lim[@]}" -q -o "$f.prompts.jsonl"
   log "$*"; "$@"
-  resume=(); [ "${RESUME:-0}" = 1 ] && [ -s "$f.rollouts.jsonl" ] && resume=(--resume)
+  resume=()
+  # An interrupted rollout leaves its records in $f.rollouts.jsonl.partial.
+  if [ "${RESUME:-0}" = 1 ] && { [ -s "$f.rollouts.jsonl" ] || [ -s "$f.rollouts.jsonl.partial" ]; }; then resume=(--resume); fi
   set -- $B/arl-rollout -i "$f.prompts.jsonl" -o "$f.rollouts.jsonl" "${resume[@]}" \
     --endpoint "$ENDPOINT" --tokenizer "$TOKENIZER" -n "$N" --temperature "$TEMPERATURE" --top-p "$TOP_P" \
     --max-new-tokens "$MAX_NEW_TOKENS" --concurrency "$CONCURRENCY" --seed "$SEED"
