@@ -25,6 +25,9 @@
 #   TEMPERATURE      [0 (greedy) with N=1, else 0.6]; TOP_P [1.0]
 #   MAX_NEW_TOKENS   per response [1024]
 #   LIMIT            only the first LIMIT problems of each benchmark [all]
+#   SAMPLE           a random SAMPLE of each benchmark's problems, the same for
+#                    the same SEED, kept in file order [all]; for an estimate of a
+#                    large category where LIMIT would take its first few sources
 #   CONCURRENCY      requests in flight, and arl-serve's --max-running-requests [64]
 #   TEST_TIMEOUT     seconds per code test [10]
 #   SEED             sampling seed [0]
@@ -64,7 +67,7 @@ B=target/release
 log() { printf '%s\n' "$*" >>"$OUT/commands.txt"; }
 {
   echo "# make eval, $(date -u +%Y-%m-%dT%H:%MZ), arl $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $CPU_MODEL, $(nproc) cores"
-  echo "# N=$N TEMPERATURE=$TEMPERATURE TOP_P=$TOP_P MAX_NEW_TOKENS=$MAX_NEW_TOKENS LIMIT=${LIMIT:-all} SEED=$SEED"
+  echo "# N=$N TEMPERATURE=$TEMPERATURE TOP_P=$TOP_P MAX_NEW_TOKENS=$MAX_NEW_TOKENS LIMIT=${LIMIT:-all} SAMPLE=${SAMPLE:-all} SEED=$SEED"
 } >>"$OUT/commands.txt"
 
 SERVER=
@@ -105,6 +108,14 @@ for b in "${benches[@]}"; do
   lim=(); [ -n "${LIMIT:-}" ] && lim=(-n "$LIMIT")
   set -- $B/arl-tasks import "$b" "${lim[@]}" -q -o "$f.prompts.jsonl"
   log "$*"; "$@"
+  if [ -n "${SAMPLE:-}" ]; then
+    # Line numbers drawn by shuf from a byte stream fixed by SEED, put back in order.
+    log "sample $SAMPLE of $f.prompts.jsonl (shuf, seed $SEED)"
+    nl -ba -w1 -s$'\t' "$f.prompts.jsonl" \
+      | shuf -n "$SAMPLE" --random-source=<(yes "arl-eval-$SEED") \
+      | sort -n | cut -f2- >"$f.prompts.jsonl.tmp"
+    mv "$f.prompts.jsonl.tmp" "$f.prompts.jsonl"
+  fi
   resume=()
   # An interrupted rollout leaves its records in $f.rollouts.jsonl.partial.
   if [ "${RESUME:-0}" = 1 ] && { [ -s "$f.rollouts.jsonl" ] || [ -s "$f.rollouts.jsonl.partial" ]; }; then resume=(--resume); fi
