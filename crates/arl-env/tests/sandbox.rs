@@ -318,7 +318,9 @@ fn sandbox_fusion_client_against_stand_in_server() {
 fn unshare_fallback_isolates_network_and_drops_root() {
     use arl_env::sandbox::local::{Isolation, LocalConfig};
     let cfg = LocalConfig { isolation: Some(Isolation::Unshare), ..LocalConfig::default() };
-    let s = Sandbox::new(Backend::Local(cfg), limits(1.0), 2);
+    // A wall limit that a loaded machine (other tests' bombs run beside this
+    // one) cannot turn into a timeout; the short limit is checked below.
+    let s = Sandbox::new(Backend::Local(cfg.clone()), limits(20.0), 2);
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.set_nonblocking(true).unwrap();
     let port = l.local_addr().unwrap().port();
@@ -326,6 +328,16 @@ fn unshare_fallback_isolates_network_and_drops_root() {
     assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
     assert!(r.stdout.contains("no network"), "{r:?}");
     assert!(l.accept().is_err());
+    // As root the program runs as a per-run uid under the process limit
+    // (32 here); a fork bomb in the fallback stops there, as in bubblewrap.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let r = py(&s, "import resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC))");
+        assert_eq!(r.stdout, "(32, 32)\n", "{r:?}");
+        let r = py(&s, "import os\nn = 0\ntry:\n    for _ in range(1000):\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('limit after', n, e.errno)");
+        assert!(r.stdout.starts_with("limit after"), "{r:?}");
+    }
+    let s = Sandbox::new(Backend::Local(cfg), limits(1.0), 2);
     let t = Instant::now();
     assert_eq!(py(&s, "while True: pass").outcome, Outcome::Timeout);
     assert!(t.elapsed().as_secs_f64() < 5.0);

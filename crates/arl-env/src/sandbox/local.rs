@@ -515,6 +515,11 @@ fn set_limits(c: &mut Command, l: &Limits) {
     let fsize = l.max_file_mb.saturating_mul(1 << 20);
     let nproc = l.max_procs;
     let nofile = l.max_open_files.max(16);
+    // Decided here, before fork: in the fallback the child has already
+    // switched to the sandbox uid when this runs (the closures run in the
+    // order they were registered), so asking there would always say no and
+    // leave a fork bomb without a process limit.
+    let limit_procs = is_root();
     // SAFETY: setrlimit and setsid are async-signal-safe.
     unsafe {
         c.pre_exec(move || {
@@ -528,17 +533,12 @@ fn set_limits(c: &mut Command, l: &Limits) {
             set(libc::RLIMIT_FSIZE, fsize);
             set(libc::RLIMIT_NOFILE, nofile);
             set(libc::RLIMIT_CORE, 0);
-            if is_root_raw() {
+            if limit_procs {
                 set(libc::RLIMIT_NPROC, nproc);
             }
             Ok(())
         });
     }
-}
-
-fn is_root_raw() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// A finished child: exit code or signal, wall time, captured output.
