@@ -617,7 +617,11 @@ fn the_shared_prompt_forward_takes_the_same_step_as_whole_rows() {
             moved = moved.max((v - from).abs().max().double_value(&[]));
         }
         assert!(moved > 1e-4, "{x}: the step moved the weights by {moved}");
-        assert!(worst < 1e-6, "{x} and {y} weights differ by {worst}");
+        // Adam's first step is lr·g/(|g|+eps): where a gradient is near eps,
+        // float32 summation order alone moves that weight by up to ~1e-6
+        // (1.75e-6 seen on an AMD EPYC), against the 1e-3 step. A layout
+        // that gets a gradient wrong moves weights by the step itself.
+        assert!(worst < 1e-5, "{x} and {y} weights differ by {worst} (the step moved them by {moved})");
     }
     // Scoring: the same log-probs either way.
     let lp = |extra: &[&str]| -> Vec<Vec<f64>> {
