@@ -59,6 +59,9 @@ fn memory_bomb_ends_as_memory() {
     assert_eq!(r.outcome, Outcome::Memory, "{r:?}");
 }
 
+/// Forks sleeping children until a fork fails; prints `limit after N ERRNO`.
+const FORK_UNTIL_LIMIT: &str = "import os\nn = 0\ntry:\n    for _ in range(1000):\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('limit after', n, e.errno)";
+
 #[test]
 fn fork_bomb_is_contained_and_host_stays_usable() {
     let s = Sandbox::local(limits(2.0), 2);
@@ -72,7 +75,7 @@ fn fork_bomb_is_contained_and_host_stays_usable() {
     let r = py(&s, "print('alive')");
     assert_eq!(r.stdout, "alive\n");
     // The sandbox really hit its process limit (not some other failure).
-    let r = py(&s, "import os\nn = 0\ntry:\n    for _ in range(1000):\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('limit after', n, e.errno)");
+    let r = py(&s, FORK_UNTIL_LIMIT);
     assert!(r.stdout.starts_with("limit after"), "{r:?}");
 }
 
@@ -334,7 +337,7 @@ fn unshare_fallback_isolates_network_and_drops_root() {
     if unsafe { libc::geteuid() } == 0 {
         let r = py(&s, "import resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC))");
         assert_eq!(r.stdout, "(32, 32)\n", "{r:?}");
-        let r = py(&s, "import os\nn = 0\ntry:\n    for _ in range(1000):\n        if os.fork() == 0:\n            import time; time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('limit after', n, e.errno)");
+        let r = py(&s, FORK_UNTIL_LIMIT);
         assert!(r.stdout.starts_with("limit after"), "{r:?}");
     }
     let s = Sandbox::new(Backend::Local(cfg), limits(1.0), 2);
